@@ -1,0 +1,130 @@
+"""Inputs and outputs of the per-node allocator.
+
+Everything here is plain data built once per cluster snapshot (devices,
+pools) or per scheduling cycle (claims): the allocator itself is a pure
+function over these, with no I/O and no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_affinity.api.quantity import Quantity
+from dra_affinity.api.resource import Device, DeviceCapacity
+from dra_affinity.cel import Extractor
+
+PoolID = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """What the allocator needs to know about a pool (gathered once per snapshot)."""
+
+    driver: str
+    name: str
+    generation: int
+    declares_sharing_affinity: bool
+    extractors: tuple[Extractor, ...]
+    metadata_slices: tuple[str, ...]
+    incomplete_reason: str | None = None
+    invalid_reason: str | None = None
+    affinity_invalid_reason: str | None = None
+
+    @property
+    def id(self) -> PoolID:
+        return (self.driver, self.name)
+
+    @property
+    def extractor_set(self) -> tuple[tuple[str, str], ...]:
+        """Identity of the extractor set: memo key for extraction results."""
+        return tuple((e.name, e.expression) for e in self.extractors)
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceInfo:
+    """One device as the allocator sees it. Identity is by ``id``."""
+
+    id: str
+    driver: str
+    pool: str
+    name: str
+    slice_name: str
+    device: Device
+    pool_info: PoolInfo
+    order: int  # first-fit position in the snapshot
+    activation: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def multi(self) -> bool:
+        return bool(self.device.allow_multiple_allocations)
+
+    @property
+    def capacity(self) -> Mapping[str, DeviceCapacity]:
+        return self.device.capacity
+
+    @property
+    def gated(self) -> bool:
+        """Sharing affinity applies: a multi-allocatable device in a pool with extractors."""
+        return self.multi and self.pool_info.declares_sharing_affinity
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DeviceInfo) and other.id == self.id
+
+
+class Result(enum.Enum):
+    """Outcome of one scheduling attempt (SCENARIO.md ``result``)."""
+
+    SCHEDULED = "Scheduled"
+    UNSCHEDULABLE = "Unschedulable"
+    UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    ERROR = "Error"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a device or node was not viable (or why scheduling stopped)."""
+
+    code: str
+    message: str
+    node: str | None = None
+    device: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "node": self.node, "device": self.device, "message": self.message}
+
+
+class Abort(Exception):
+    """Stops the whole scheduling attempt for the pod (not just this device)."""
+
+    def __init__(self, result: Result, reason: Reason) -> None:
+        super().__init__(reason.message)
+        self.result = result
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class PlannedShare:
+    """One device picked for one (sub)request of a claim on this node."""
+
+    claim: str
+    request: str  # "req" or "req/sub" as written into the allocation result
+    device: DeviceInfo
+    share_id: str | None
+    consumed: tuple[tuple[str, Quantity], ...]
+    keys: tuple[tuple[str, str], ...] | None  # effective affinity map; None when not gated
+    exclusive: bool
+    reused_lock: bool = False  # joined an existing matching lock (metrics)
+
+
+@dataclass
+class NodeResult:
+    node: str
+    ok: bool
+    shares: list[PlannedShare] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)

@@ -1,0 +1,44 @@
+"""Reason codes (SCENARIO.md ``reasons[].code``).
+
+The sharing-affinity codes are fixed by the public interface; the rest are
+this project's names for the ordinary DRA filter outcomes.
+"""
+
+from __future__ import annotations
+
+# KEP-5981 / SCENARIO.md
+AFFINITY_LOCK_MISMATCH = "AffinityLockMismatch"
+AFFINITY_NO_KEYS = "AffinityNoKeys"
+AFFINITY_UNRECONSTRUCTABLE = "AffinityUnreconstructable"
+AFFINITY_SELF_INCONSISTENT = "AffinitySelfInconsistent"
+AFFINITY_CEL_ERROR = "AffinityCELError"
+AFFINITY_COST_EXCEEDED = "AffinityCostExceeded"
+AFFINITY_INVALID_POOL = "AffinityInvalidPool"
+AFFINITY_POOL_INCOMPLETE = "AffinityPoolIncomplete"
+AFFINITY_FEATURE_DISABLED = "AffinityFeatureDisabled"
+RESERVE_CONFLICT = "ReserveConflict"
+BIND_FAILED = "BindFailed"
+
+# Ordinary DRA outcomes
+INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+DEVICE_ALLOCATED = "DeviceAllocated"
+SELECTOR_MISMATCH = "SelectorMismatch"
+SELECTOR_ERROR = "SelectorError"
+CONSTRAINT_MISMATCH = "ConstraintMismatch"
+NODE_SELECTOR_MISMATCH = "NodeSelectorMismatch"
+DEVICE_CLASS_NOT_FOUND = "DeviceClassNotFound"
+CLAIM_NOT_FOUND = "ClaimNotFound"
+CLAIM_IN_USE = "ClaimReservedElsewhere"
+CLAIM_ALLOCATED_ELSEWHERE = "ClaimAllocatedElsewhere"
+INVALID_CAPACITY_REQUEST = "InvalidCapacityRequest"
+POOL_INVALID = "PoolInvalid"
+NO_DEVICES = "NoMatchingDevices"
+NO_NODES = "NoNodes"
+SEARCH_LIMIT = "AllocationSearchLimit"
+PREPARE_FAILED = "PrepareFailed"
+
+AFFINITY_CODES = frozenset({
+    AFFINITY_LOCK_MISMATCH, AFFINITY_NO_KEYS, AFFINITY_UNRECONSTRUCTABLE,
+    AFFINITY_SELF_INCONSISTENT, AFFINITY_CEL_ERROR, AFFINITY_COST_EXCEEDED,
+    AFFINITY_INVALID_POOL, AFFINITY_POOL_INCOMPLETE, AFFINITY_FEATURE_DISABLED,
+})

@@ -1,0 +1,80 @@
+"""Which opaque configs are in scope for a request, and memoised extraction.
+
+Scoping follows ``DeviceClaimConfiguration.requests``: no list means the
+whole claim; a subrequest ``req/sub`` is in scope of a config naming ``req``
+or ``req/sub``. DeviceClass configs of the request's class are in scope too
+(the Kubernetes allocator hands them to the driver as ``FromClass``), first,
+then the claim's (``FromClaim``). Configs for another driver are skipped: an
+extractor describes its own driver's schema.
+
+Extraction depends only on (claim, request, driver, extractor set), never on
+the device, so it is evaluated once per scheduling cycle for each distinct
+extractor set, however many devices and pools share that set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from dra_affinity.allocator.allocator import ClaimSpec, RequestSpec
+from dra_affinity.allocator.model import PoolInfo
+from dra_affinity.api.resource import DeviceClass, ResourceClaim
+from dra_affinity.cel import ConfigObject, ExtractionResult, extract
+
+
+def in_scope(config_requests: list[str], request: str) -> bool:
+    if not config_requests:
+        return True
+    parent = request.split("/", 1)[0]
+    return request in config_requests or parent in config_requests
+
+
+def scoped_configs(
+    claim: ResourceClaim,
+    request: str,
+    driver: str,
+    device_class: DeviceClass | None,
+) -> list[ConfigObject]:
+    """The opaque-config objects an extractor sees for this (sub)request and driver."""
+    out: list[ConfigObject] = []
+    if device_class is not None:
+        for i, cfg in enumerate(device_class.spec.config):
+            if cfg.opaque is not None and cfg.opaque.driver == driver:
+                out.append(ConfigObject(
+                    f"DeviceClass {device_class.name} spec.config[{i}]", cfg.opaque.parameters))
+    key = f"{claim.namespace}/{claim.name}"
+    for i, ccfg in enumerate(claim.spec.devices.config):
+        if ccfg.opaque is None or ccfg.opaque.driver != driver:
+            continue
+        if in_scope(ccfg.requests, request):
+            out.append(ConfigObject(
+                f"ResourceClaim {key} spec.devices.config[{i}]", ccfg.opaque.parameters))
+    return out
+
+
+@dataclass
+class ExtractionMemo:
+    """Per-cycle memo of extraction results; counts real CEL evaluations."""
+
+    claims: Mapping[str, ResourceClaim]
+    classes: Mapping[str, DeviceClass]
+    results: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], ExtractionResult] = field(
+        default_factory=dict)
+    evaluations: int = 0
+
+    def __call__(self, claim: ClaimSpec, alt: RequestSpec, pool: PoolInfo) -> ExtractionResult:
+        key = (claim.key, alt.name, pool.driver, pool.extractor_set)
+        hit = self.results.get(key)
+        if hit is not None:
+            return hit
+        res = self.evaluate(self.claims[claim.key], alt.name, alt.class_name, pool)
+        self.results[key] = res
+        return res
+
+    def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
+                 pool: PoolInfo) -> ExtractionResult:
+        configs = scoped_configs(claim, request, pool.driver, self.classes.get(class_name))
+        res = extract(pool.extractors, configs)
+        self.evaluations += res.evaluations
+        return res

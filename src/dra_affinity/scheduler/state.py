@@ -1,0 +1,221 @@
+"""The scheduler's allocation cache: capacity and affinity locks per device.
+
+``AllocatedState`` mirrors the Kubernetes allocator's ``AllocatedState``
+(allocated devices, shared allocations, aggregated consumed capacity) and adds
+KEP-5981's ``AffinityStates``. It is the single place where allocations are
+added and removed, so capacity and locks can never disagree: every mutation
+goes through :meth:`AllocatedState.add` / :meth:`AllocatedState.remove`, which
+is also what preemption's AddPod/RemovePod (KEP-5690) call.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from dra_affinity.api.quantity import Quantity
+
+DeviceID = str  # "<driver>/<pool>/<device>", as Kubernetes' DeviceID prints
+ClaimKey = str  # "<namespace>/<name>"
+AffinityKeys = tuple[tuple[str, str], ...]  # sorted (key, value) pairs: hashable, comparable
+
+
+class AffinityStatus(enum.IntEnum):
+    """KEP-5981 ``AffinityStatus``. The zero value is Clean, so absence means Clean."""
+
+    CLEAN = 0
+    LOCKED = 1
+    UNRECONSTRUCTABLE = 2
+
+    @property
+    def label(self) -> str:
+        return ("Clean", "Locked", "Unreconstructable")[self.value]
+
+
+@dataclass(frozen=True)
+class AffinityState:
+    status: AffinityStatus = AffinityStatus.CLEAN
+    # Set only when Locked (KEP: nil for Clean and Unreconstructable).
+    locked_affinity: AffinityKeys | None = None
+    reason: str = ""  # why Unreconstructable, for diagnostics
+
+    def lock_dict(self) -> dict[str, str]:
+        return dict(self.locked_affinity or ())
+
+
+CLEAN = AffinityState()
+
+
+@dataclass(frozen=True)
+class Share:
+    """One allocation of one device to one claim request.
+
+    ``keys`` is the request's effective affinity map when the device's pool
+    declares sharing affinity and it was extracted; None means "unknown"
+    (a legacy claim or a failed reconstruction).
+    """
+
+    claim: ClaimKey
+    request: str
+    share_id: str | None
+    consumed: tuple[tuple[str, Quantity], ...]
+    keys: AffinityKeys | None
+    tentative: bool = False
+    # True when the device's pool declared sharing affinity for this share,
+    # so its keys participate in the lock.
+    gated: bool = False
+
+
+@dataclass
+class DeviceUsage:
+    shares: list[Share] = field(default_factory=list)
+    consumed: dict[str, Quantity] = field(default_factory=dict)
+    exclusive: bool = False
+
+
+class AllocatedState:
+    """Allocated devices, consumed capacity and ``AffinityStates``.
+
+    Locks: the first share with keys on a clean device sets ``LockedAffinity``;
+    later shares must match (callers check before adding); removing the last
+    share clears it. Unreconstructable is sticky until the device drains:
+    the KEP filters such a device "until all claims on it drain".
+    """
+
+    def __init__(self) -> None:
+        self.usage: dict[DeviceID, DeviceUsage] = {}
+        self.affinity_states: dict[DeviceID, AffinityState] = {}
+        # Bumped on every mutation; cheap invalidation for callers' caches.
+        self.version = 0
+
+    # -- reads ------------------------------------------------------------------
+    def affinity(self, device: DeviceID) -> AffinityState:
+        return self.affinity_states.get(device, CLEAN)
+
+    def shares(self, device: DeviceID) -> list[Share]:
+        u = self.usage.get(device)
+        return u.shares if u else []
+
+    def consumed(self, device: DeviceID) -> Mapping[str, Quantity]:
+        u = self.usage.get(device)
+        return u.consumed if u else {}
+
+    def is_allocated(self, device: DeviceID) -> bool:
+        u = self.usage.get(device)
+        return bool(u and u.shares)
+
+    def is_exclusively_allocated(self, device: DeviceID) -> bool:
+        u = self.usage.get(device)
+        return bool(u and u.exclusive and u.shares)
+
+    def devices(self) -> Iterable[DeviceID]:
+        return self.usage.keys()
+
+    def counts(self) -> tuple[int, int]:
+        """(locked, unreconstructable) device counts, for the gauges."""
+        locked = unrec = 0
+        for st in self.affinity_states.values():
+            if st.status is AffinityStatus.LOCKED:
+                locked += 1
+            elif st.status is AffinityStatus.UNRECONSTRUCTABLE:
+                unrec += 1
+        return locked, unrec
+
+    # -- writes -----------------------------------------------------------------
+    def add(self, device: DeviceID, share: Share, *, exclusive: bool) -> None:
+        """Record an allocation and fold its keys into the device's lock."""
+        u = self.usage.setdefault(device, DeviceUsage())
+        u.shares.append(share)
+        u.exclusive = u.exclusive or exclusive
+        for name, amount in share.consumed:
+            prev = u.consumed.get(name)
+            u.consumed[name] = amount if prev is None else prev + amount
+        if share.gated:
+            self._fold(device, share)
+        self.version += 1
+
+    def _fold(self, device: DeviceID, share: Share) -> None:
+        st = self.affinity(device)
+        if st.status is AffinityStatus.UNRECONSTRUCTABLE:
+            return
+        if share.keys is None:
+            self.affinity_states[device] = AffinityState(
+                AffinityStatus.UNRECONSTRUCTABLE,
+                None,
+                f"claim {share.claim} (request {share.request}) has no reconstructable affinity",
+            )
+            return
+        if st.status is AffinityStatus.CLEAN:
+            self.affinity_states[device] = AffinityState(AffinityStatus.LOCKED, share.keys)
+        elif st.locked_affinity != share.keys:
+            # Callers never add a mismatching share knowingly; reaching here means
+            # the data disagrees (restart over inconsistent claims): fail closed.
+            self.affinity_states[device] = AffinityState(
+                AffinityStatus.UNRECONSTRUCTABLE,
+                None,
+                f"claim {share.claim} extracts {dict(share.keys)} but the device is locked to "
+                f"{dict(st.locked_affinity or ())}",
+            )
+
+    def remove(self, device: DeviceID, claim: ClaimKey, request: str | None = None,
+               *, tentative_only: bool = False) -> list[Share]:
+        """Drop a claim's shares on a device; clears the lock when it drains."""
+        u = self.usage.get(device)
+        if not u:
+            return []
+        keep: list[Share] = []
+        gone: list[Share] = []
+        for s in u.shares:
+            hit = s.claim == claim and (request is None or s.request == request)
+            if hit and tentative_only and not s.tentative:
+                hit = False
+            (gone if hit else keep).append(s)
+        if not gone:
+            return []
+        u.shares = keep
+        for s in gone:
+            for name, amount in s.consumed:
+                u.consumed[name] = u.consumed[name] - amount
+        if not keep:
+            del self.usage[device]
+            self.affinity_states.pop(device, None)
+        else:
+            u.exclusive = u.exclusive and bool(keep)
+            self._recompute_lock_after_removal(device, keep)
+        self.version += 1
+        return gone
+
+    def _recompute_lock_after_removal(self, device: DeviceID, keep: list[Share]) -> None:
+        st = self.affinity(device)
+        if st.status is not AffinityStatus.LOCKED:
+            return  # Unreconstructable stays until the device drains
+        if not any(s.gated for s in keep):
+            # Only ungated shares remain (pool lost its extractors): no lock to hold.
+            self.affinity_states.pop(device, None)
+
+    def commit(self, device: DeviceID, claim: ClaimKey) -> None:
+        """Bind succeeded: the claim's tentative shares on the device become real."""
+        u = self.usage.get(device)
+        if not u:
+            return
+        u.shares = [
+            Share(s.claim, s.request, s.share_id, s.consumed, s.keys, False, s.gated)
+            if s.claim == claim and s.tentative
+            else s
+            for s in u.shares
+        ]
+        self.version += 1
+
+    def set_affinity(self, device: DeviceID, state: AffinityState) -> None:
+        """Used by reconciliation; Clean removes the entry (zero value)."""
+        if state.status is AffinityStatus.CLEAN:
+            self.affinity_states.pop(device, None)
+        else:
+            self.affinity_states[device] = state
+        self.version += 1
+
+
+def keys_of(mapping: Mapping[str, str] | Iterable[tuple[str, str]]) -> AffinityKeys:
+    items = mapping.items() if isinstance(mapping, Mapping) else mapping
+    return tuple(sorted(items))

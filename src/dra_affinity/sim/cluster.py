@@ -1,0 +1,260 @@
+"""An embedded, in-memory cluster: the API server and controllers the simulator needs.
+
+Every write goes through the API-server rules (admission validation and the
+DRASharingAffinity gate strategy) before it is stored, so a rejected object
+changes nothing. Listeners (the scheduler) are told about every change, as
+informers would tell them. Two controllers are folded in: the resourceclaim
+controller (claims from templates for new pods; deallocation of claims that
+no pod reserves any more) and the pod GC (a deleted pod's generated claims
+are deleted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.io import FieldError
+from dra_affinity.api.meta import TypedObject
+from dra_affinity.api.resource import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
+from dra_affinity.validation.apiserver import admit
+
+T = TypeVar("T", bound=TypedObject)
+
+CLUSTER_SCOPED = {"Node", "DeviceClass", "ResourceSlice"}
+KIND_ORDER = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
+
+
+def object_key(obj: TypedObject) -> str:
+    if obj.kind in CLUSTER_SCOPED:
+        return obj.metadata.name
+    return f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
+
+
+def make_uid(kind: str, key: str, generation: int = 0) -> str:
+    """Deterministic UIDs keep runs byte-for-byte reproducible."""
+    h = hashlib.sha256(f"{kind}/{key}/{generation}".encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+@dataclass
+class WriteResult:
+    """Outcome of one write through the API server."""
+
+    applied: bool
+    object: TypedObject | None = None
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    created: list[TypedObject] = field(default_factory=list)  # side effects (generated claims)
+
+    @property
+    def result(self) -> str:
+        return "Applied" if self.applied else "Rejected"
+
+
+class Listener(Protocol):
+    def on_change(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None: ...
+
+
+class Cluster:
+    """Object store keyed by kind and namespace/name, in insertion order."""
+
+    def __init__(self, apiserver_gates: Mapping[str, bool] | None = None) -> None:
+        self.apiserver_gates: dict[str, bool] = {"DRASharingAffinity": True}
+        if apiserver_gates:
+            self.apiserver_gates.update(apiserver_gates)
+        self._objects: dict[str, dict[str, TypedObject]] = {k: {} for k in KIND_ORDER}
+        self.node_order: list[str] = []  # first appearance, as SCENARIO.md orders nodes
+        self.listeners: list[Listener] = []
+        self._resource_version = 0
+        self.generation = 0  # bumps on every change; lets readers cache views
+
+    # ------------------------------------------------------------------ reads
+    def get(self, kind: str, key: str) -> TypedObject | None:
+        return self._objects[kind].get(key)
+
+    def list(self, kind: str) -> list[TypedObject]:
+        return list(self._objects[kind].values())
+
+    def items(self, kind: str) -> Iterator[tuple[str, TypedObject]]:
+        return iter(self._objects[kind].items())
+
+    def slices(self) -> list[ResourceSlice]:
+        return [s for s in self._objects["ResourceSlice"].values() if isinstance(s, ResourceSlice)]
+
+    def claims(self) -> list[ResourceClaim]:
+        return [c for c in self._objects["ResourceClaim"].values() if isinstance(c, ResourceClaim)]
+
+    def classes(self) -> dict[str, DeviceClass]:
+        return {k: v for k, v in self._objects["DeviceClass"].items() if isinstance(v, DeviceClass)}
+
+    def pod(self, key: str) -> Pod | None:
+        p = self._objects["Pod"].get(key)
+        return p if isinstance(p, Pod) else None
+
+    def claim(self, key: str) -> ResourceClaim | None:
+        c = self._objects["ResourceClaim"].get(key)
+        return c if isinstance(c, ResourceClaim) else None
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        n = self._objects["Node"].get(name)
+        return dict(n.metadata.labels) if n is not None else {}
+
+    # ------------------------------------------------------------------ writes
+    def _stamp(self, obj: T, old: TypedObject | None) -> T:
+        self._resource_version += 1
+        meta = obj.metadata.model_copy()
+        key = object_key(obj)
+        if obj.kind not in CLUSTER_SCOPED and not meta.namespace:
+            meta.namespace = "default"
+        meta.uid = old.metadata.uid if old is not None and old.metadata.uid else (
+            meta.uid or make_uid(obj.kind, key))
+        meta.resource_version = str(self._resource_version)
+        gen = (old.metadata.generation or 1) if old is not None else 1
+        if old is not None and _spec(old) != _spec(obj):
+            gen += 1
+        meta.generation = gen
+        return obj.model_copy(update={"metadata": meta})
+
+    def _store(self, obj: TypedObject, old: TypedObject | None) -> None:
+        self._objects[obj.kind][object_key(obj)] = obj
+        self.generation += 1
+        self._note_nodes(obj)
+        for li in self.listeners:
+            li.on_change(obj.kind, old, obj)
+
+    def _note_nodes(self, obj: TypedObject) -> None:
+        name: str | None = None
+        if isinstance(obj, Node):
+            name = obj.metadata.name
+        elif isinstance(obj, ResourceSlice):
+            name = obj.spec.node_name
+        if name and name not in self.node_order:
+            self.node_order.append(name)
+
+    def apply(self, obj: TypedObject) -> WriteResult:
+        """Create or update through admission; a rejected write changes nothing."""
+        if obj.kind not in self._objects:
+            return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
+        key = object_key(obj)
+        old = self._objects[obj.kind].get(key)
+        res = admit(obj, old, gates=self.apiserver_gates)
+        if res.errors or res.object is None:
+            return WriteResult(False, None, list(res.errors), list(res.warnings))
+        stored = self._stamp(res.object, old)
+        # Status is written by controllers and the scheduler, not by apply, except
+        # for objects given already allocated (the file's initial state).
+        self._store(stored, old)
+        out = WriteResult(True, stored, [], list(res.warnings))
+        if isinstance(stored, Pod) and old is None:
+            out.created.extend(self._create_template_claims(stored, out))
+        return out
+
+    def _create_template_claims(self, pod: Pod, out: WriteResult) -> list[TypedObject]:
+        created: list[TypedObject] = []
+        ns = pod.metadata.namespace or "default"
+        for prc in pod.spec.resource_claims:
+            if not prc.resource_claim_template_name:
+                continue
+            tmpl = self._objects["ResourceClaimTemplate"].get(f"{ns}/{prc.resource_claim_template_name}")
+            if not isinstance(tmpl, ResourceClaimTemplate):
+                continue  # the pod stays pending until the template exists
+            name = f"{pod.metadata.name}-{prc.name}"
+            if f"{ns}/{name}" in self._objects["ResourceClaim"]:
+                continue
+            claim = ResourceClaim.model_validate({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": dict(tmpl.spec.metadata.labels),
+                    "annotations": {**tmpl.spec.metadata.annotations,
+                                    "resource.kubernetes.io/pod-claim-name": prc.name},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name,
+                                         "uid": pod.metadata.uid or "", "controller": True}],
+                },
+                "spec": tmpl.spec.spec.to_dict(),
+            })
+            r = self.apply(claim)
+            if r.applied and r.object is not None:
+                created.append(r.object)
+            else:
+                out.warnings.extend(e.render() for e in r.errors)
+        return created
+
+    def ensure_template_claims(self, pod: Pod) -> None:
+        """Late template creation (template applied after the pod)."""
+        self._create_template_claims(pod, WriteResult(True))
+
+    def replace(self, obj: TypedObject) -> TypedObject:
+        """Controller/scheduler write of status (no admission: status subresource)."""
+        key = object_key(obj)
+        old = self._objects[obj.kind].get(key)
+        self._resource_version += 1
+        meta = obj.metadata.model_copy(update={"resource_version": str(self._resource_version)})
+        stored = obj.model_copy(update={"metadata": meta})
+        self._store(stored, old)
+        return stored
+
+    def delete(self, kind: str, key: str) -> TypedObject | None:
+        old = self._objects.get(kind, {}).pop(key, None)
+        if old is None:
+            return None
+        self.generation += 1
+        for li in self.listeners:
+            li.on_change(kind, old, None)
+        if isinstance(old, Pod):
+            self._after_pod_deleted(old)
+        return old
+
+    def _after_pod_deleted(self, pod: Pod) -> None:
+        ns = pod.metadata.namespace or "default"
+        for prc in pod.spec.resource_claims:
+            name = prc.resource_claim_name or f"{pod.metadata.name}-{prc.name}"
+            key = f"{ns}/{name}"
+            claim = self.claim(key)
+            if claim is None:
+                continue
+            reserved = [r for r in claim.status.reserved_for
+                        if not (r.resource == "pods" and r.name == pod.metadata.name)]
+            owned = any(o.kind == "Pod" and o.name == pod.metadata.name
+                        for o in claim.metadata.owner_references)
+            if owned and prc.resource_claim_template_name:
+                self.delete("ResourceClaim", key)
+                continue
+            status = claim.status.model_copy(update={"reserved_for": reserved})
+            if not reserved:
+                status = status.model_copy(update={"allocation": None})
+            self.replace(claim.model_copy(update={"status": status}))
+
+    # ------------------------------------------------------------------ scheduler writes
+    def bind(self, pod: Pod, node: str, claims: list[ResourceClaim]) -> None:
+        for c in claims:
+            self.replace(c)
+        spec = pod.spec.model_copy(update={"node_name": node})
+        self.replace(pod.model_copy(update={"spec": spec}))
+
+
+def reserve_ref(pod: Pod) -> ResourceClaimConsumerReference:
+    return ResourceClaimConsumerReference(resource="pods", name=pod.metadata.name,
+                                          uid=pod.metadata.uid or "")
+
+
+def _spec(obj: BaseModel) -> Any:
+    spec = getattr(obj, "spec", None)
+    return spec.model_dump() if isinstance(spec, BaseModel) else None
+
+
+ListenerFn = Callable[[str, TypedObject | None, TypedObject | None], None]

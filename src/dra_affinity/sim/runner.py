@@ -1,0 +1,220 @@
+"""Runs a scenario against the embedded cluster and builds the SCENARIO.md output.
+
+The output is a plain dict with only deterministic content (no times, no
+random IDs), so the same file always prints the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_affinity.allocator.model import Result
+from dra_affinity.api.io import FieldError, ManifestError
+from dra_affinity.api.meta import TypedObject
+from dra_affinity.observe.events import Recorder
+from dra_affinity.observe.metrics import SchedulerMetrics
+from dra_affinity.scheduler.scheduler import Attempt, FeatureGates, Scheduler
+from dra_affinity.scheduler.state import AffinityStatus
+from dra_affinity.sim.cluster import CLUSTER_SCOPED, Cluster, WriteResult
+from dra_affinity.sim.scenario import Expect, ExpectDevice, Scenario, Step, _pod_key
+
+
+@dataclass
+class Simulation:
+    """A scenario being run: cluster, scheduler and the output so far."""
+
+    scenario: Scenario
+    scoring: str = "firstfit"
+    cluster: Cluster = field(init=False)
+    scheduler: Scheduler = field(init=False)
+    metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
+    recorder: Recorder = field(default_factory=Recorder)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    failed: int = 0
+    scheduler_gates: dict[str, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        gates = self.scenario.spec.feature_gates
+        self.cluster = Cluster(gates.apiserver.as_dict())
+        self.scheduler_gates = {"DRASharingAffinity": True, **gates.scheduler.as_dict()}
+        self._apply_initial()
+        self.scheduler = self._new_scheduler()
+        self.scheduler.start()
+
+    def _new_scheduler(self) -> Scheduler:
+        return Scheduler(self.cluster, FeatureGates.from_mapping(self.scheduler_gates),
+                         metrics=self.metrics, recorder=self.recorder, scoring=self.scoring)
+
+    def _apply_initial(self) -> None:
+        for doc, obj in self.scenario.objects:
+            res = self.cluster.apply(obj)
+            if not res.applied:
+                raise ManifestError(doc.source, res.errors or [FieldError("", "rejected")],
+                                    doc.index, doc.line, f"({obj.kind} {obj.metadata.name})",
+                                    ["rejected by the API server"])
+
+    # ------------------------------------------------------------------ steps
+    def run(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        for i, step in enumerate(self.scenario.spec.steps):
+            self.run_step(i, step)
+            if progress is not None:
+                progress(i)
+        return self.output()
+
+    def run_step(self, i: int, step: Step) -> None:
+        action = step.action
+        if action == "schedule":
+            assert step.schedule is not None
+            a = self.scheduler.schedule(_pod_key(step.schedule), fail_bind=bool(step.fail_bind),
+                                        fail_prepare=bool(step.fail_prepare))
+            self.steps.append(self._attempt_entry(i, "schedule", a, step.expect))
+        elif action == "scheduleConcurrently":
+            pods = [_pod_key(p) for p in step.schedule_concurrently or []]
+            for a in self.scheduler.schedule_concurrently(pods):
+                self.steps.append(self._attempt_entry(i, "scheduleConcurrently", a, None))
+        elif action == "delete":
+            assert step.delete is not None
+            key = _pod_key(step.delete)
+            gone = self.cluster.delete("Pod", key)
+            self.steps.append({"index": i, "action": "delete", "pod": key,
+                               "result": "Deleted" if gone is not None else "NotFound"})
+        elif action == "apply":
+            obj = self.scenario.step_objects[i]
+            res = self.cluster.apply(obj)
+            self.steps.append(self._apply_entry(i, obj, res))
+        elif action == "deleteObject":
+            do = step.delete_object
+            assert do is not None
+            key = do.name if do.kind in CLUSTER_SCOPED else f"{do.namespace or 'default'}/{do.name}"
+            gone = self.cluster.delete(do.kind, key)
+            self.steps.append({"index": i, "action": "deleteObject", "object": f"{do.kind} {key}",
+                               "result": "Deleted" if gone is not None else "NotFound"})
+        elif action == "restart":
+            assert step.restart is not None
+            if step.restart.feature_gates is not None:
+                self.scheduler_gates.update(step.restart.feature_gates.as_dict())
+            self.scheduler.stop()
+            self.scheduler = self._new_scheduler()
+            self.scheduler.start()
+            self.steps.append({"index": i, "action": "restart", "result": "Restarted",
+                               "featureGates": dict(self.scheduler_gates)})
+        elif action == "apiserverFeatureGates":
+            assert step.apiserver_feature_gates is not None
+            self.cluster.apiserver_gates.update(step.apiserver_feature_gates.as_dict())
+            self.steps.append({"index": i, "action": "apiserverFeatureGates", "result": "Updated",
+                               "featureGates": dict(self.cluster.apiserver_gates)})
+        elif action == "expectDevice":
+            assert step.expect_device is not None
+            exps = self._check_device(step.expect_device)
+            ok = all(e["ok"] for e in exps)
+            self.steps.append({"index": i, "action": "expectDevice",
+                               "device": step.expect_device.device,
+                               "result": "Passed" if ok else "Failed", "expectations": exps})
+
+    # ------------------------------------------------------------------ entries
+    def _attempt_entry(self, i: int, action: str, a: Attempt, expect: Expect | None) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "index": i, "action": action, "pod": a.pod, "result": a.result.value, "node": a.node,
+            "allocations": a.allocations, "reasons": [r.as_dict() for r in a.reasons],
+            "message": a.message,
+        }
+        entry["expectations"] = self._check_attempt(a, expect) if expect is not None else []
+        return entry
+
+    def _apply_entry(self, i: int, obj: TypedObject, res: WriteResult) -> dict[str, Any]:
+        name = obj.metadata.name if obj.kind in CLUSTER_SCOPED else \
+            f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
+        return {"index": i, "action": "apply", "object": f"{obj.kind} {name}", "result": res.result,
+                "errors": [{"field": e.path, "message": e.message} for e in res.errors],
+                "warnings": list(res.warnings)}
+
+    def _expect(self, ok: bool, message: str) -> dict[str, Any]:
+        if not ok:
+            self.failed += 1
+        return {"ok": ok, "message": message}
+
+    def _check_attempt(self, a: Attempt, e: Expect) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if e.result is not None:
+            out.append(self._expect(a.result.value == e.result,
+                                    f"result: expected {e.result}, got {a.result.value}"))
+        if e.node is not None:
+            out.append(self._expect(a.node == e.node, f"node: expected {e.node}, got {a.node}"))
+        if e.devices is not None:
+            got = [row["device"] for row in a.allocations]
+            out.append(self._expect(got == e.devices, f"devices: expected {e.devices}, got {got}"))
+        if e.reasons is not None:
+            codes = [r.code for r in a.reasons]
+            missing = [c for c in e.reasons if c not in codes]
+            out.append(self._expect(not missing, f"reasons: expected {e.reasons} among "
+                                    f"{sorted(set(codes))}" + (f", missing {missing}" if missing else "")))
+        return out
+
+    def _check_device(self, e: ExpectDevice) -> list[dict[str, Any]]:
+        status, lock, claims = self.device_view(e.device)
+        out: list[dict[str, Any]] = []
+        if e.status is not None:
+            out.append(self._expect(status == e.status,
+                                    f"{e.device} status: expected {e.status}, got {status}"))
+        if e.lock is not None:
+            out.append(self._expect(lock == e.lock, f"{e.device} lock: expected {e.lock}, got {lock}"))
+        if e.claims is not None:
+            want = sorted(_pod_key(c) for c in e.claims)
+            out.append(self._expect(claims == want, f"{e.device} claims: expected {want}, got {claims}"))
+        return out
+
+    # ------------------------------------------------------------------ views
+    def device_view(self, device: str) -> tuple[str, dict[str, str], list[str]]:
+        st = self.scheduler.state.affinity(device)
+        claims = sorted({s.claim for s in self.scheduler.state.shares(device)})
+        lock = st.lock_dict() if st.status is AffinityStatus.LOCKED else {}
+        return st.status.label, lock, claims
+
+    def devices_output(self) -> list[dict[str, Any]]:
+        ids: list[str] = []
+        seen: set[str] = set()
+        pools = self.scheduler.snapshot().pools
+        for s in self.cluster.slices():
+            pool = pools.get((s.spec.driver, s.spec.pool.name))
+            declares = pool is not None and pool.declares_sharing_affinity
+            for d in s.spec.devices:
+                did = f"{s.spec.driver}/{s.spec.pool.name}/{d.name}"
+                if did in seen:
+                    continue
+                if declares or self.scheduler.state.is_allocated(did):
+                    ids.append(did)
+                    seen.add(did)
+        for did in sorted(self.scheduler.state.devices()):
+            if did not in seen and self.scheduler.state.is_allocated(did):
+                ids.append(did)
+                seen.add(did)
+        out = []
+        for did in ids:
+            status, lock, claims = self.device_view(did)
+            entry: dict[str, Any] = {"device": did, "status": status, "lock": lock, "claims": claims}
+            st = self.scheduler.state.affinity(did)
+            if st.status is AffinityStatus.UNRECONSTRUCTABLE and st.reason:
+                entry["reason"] = st.reason
+            out.append(entry)
+        return out
+
+    def output(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.name,
+            "steps": self.steps,
+            "devices": self.devices_output(),
+            "metrics": self.metrics.values(),
+            "events": [e.as_dict() for e in self.recorder.events],
+            "logs": list(self.recorder.logs),
+            "expectationsFailed": self.failed,
+        }
+
+
+def simulate(scenario: Scenario, scoring: str = "firstfit",
+             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    return Simulation(scenario, scoring).run(progress)
+
+
+__all__ = ["Result", "Simulation", "simulate"]
