@@ -1,0 +1,91 @@
+"""The API server's write path: feature-gate field dropping, then validation.
+
+``admit`` is what a create or update goes through before it is stored:
+
+1. ``PrepareForCreate`` / ``PrepareForUpdate``: with the ``DRASharingAffinity``
+   gate off, ``spec.sharingAffinity`` is dropped from slices, except on an
+   update of a slice that already had it (ratcheting drop-on-disable, KEP-5981
+   "Downgrade"). Kubernetes drops silently and the ResourceSlice controller
+   helper reports a ``DroppedFieldsError``; here the drop is returned as a
+   warning naming the field and the gate, so callers need not diff.
+2. Validation (:func:`dra_affinity.validation.admission.validate_object`) of the
+   object as it would be stored.
+
+The input is never mutated: the stored object is a deep copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from dra_affinity.api.io import FieldError
+from dra_affinity.api.resource import ResourceSlice
+from dra_affinity.validation.admission import validate_object
+
+__all__ = ["DEFAULT_GATES", "GATE_SHARING_AFFINITY", "AdmissionResult", "admit"]
+
+GATE_SHARING_AFFINITY = "DRASharingAffinity"
+
+# The project's default (SCENARIO.md: feature gates default to true). A gate
+# missing from the mapping passed to ``admit`` takes this value.
+DEFAULT_GATES: Mapping[str, bool] = {GATE_SHARING_AFFINITY: True}
+
+
+@dataclass
+class AdmissionResult:
+    """What the API server did with a write.
+
+    ``object`` is the object as stored (a deep copy, fields dropped by disabled
+    gates removed), or None when ``errors`` is non-empty and nothing was stored.
+    """
+
+    object: BaseModel | None
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _gate(gates: Mapping[str, bool], name: str) -> bool:
+    return bool(gates.get(name, DEFAULT_GATES.get(name, False)))
+
+
+def _in_use(slice_: ResourceSlice | None) -> bool:
+    return slice_ is not None and bool(slice_.spec.sharing_affinity)
+
+
+def _drop_sharing_affinity(stored: ResourceSlice) -> None:
+    """Remove the field as if it had never been sent (it then dumps as absent)."""
+    stored.spec.sharing_affinity = None
+    stored.spec.model_fields_set.discard("sharing_affinity")
+
+
+def admit(
+    obj: BaseModel, old: BaseModel | None = None, *, gates: Mapping[str, bool]
+) -> AdmissionResult:
+    """Create (``old`` None) or update ``obj`` through the gate rules and validation."""
+    stored = obj.model_copy(deep=True)
+    warnings: list[str] = []
+    if isinstance(stored, ResourceSlice) and not _gate(gates, GATE_SHARING_AFFINITY):
+        old_slice = old if isinstance(old, ResourceSlice) else None
+        # Ratcheting drop-on-disable: an update of a slice that already declares
+        # sharing affinity keeps whatever the update says (changed, or null to clear).
+        if not _in_use(old_slice):
+            entries = stored.spec.sharing_affinity
+            if stored.spec.sharing_affinity is not None:
+                _drop_sharing_affinity(stored)
+            if entries:
+                warnings.append(
+                    f"ResourceSlice {stored.metadata.name!r}: spec.sharingAffinity "
+                    f"({len(entries)} extractor(s)) was dropped because the "
+                    f"{GATE_SHARING_AFFINITY} feature gate is disabled in the API server"
+                )
+    errors = validate_object(stored, old)
+    if errors:
+        return AdmissionResult(None, errors, warnings)
+    return AdmissionResult(stored, [], warnings)
