@@ -1,0 +1,211 @@
+"""Pools as the structured allocator sees them (KEP-4815 completeness, KEP-5981 metadata).
+
+A pool is every ResourceSlice with the same ``(driver, pool.name)``. Only the
+newest ``pool.generation`` counts; slices of older generations are leftovers
+of a republish in progress and are ignored. The pool is complete when the
+number of newest-generation slices equals the ``resourceSliceCount`` they all
+agree on.
+
+The API server validates each slice in isolation, so rules that span slices
+are checked here, without ever raising: a pool with bad data carries a
+reason and the allocator fails closed for its devices.
+
+* ``invalid_reason``: structural problems (duplicate device or counter-set
+  names across slices, counters consumed from a set the complete pool lacks).
+* ``affinity_invalid_reason``: KEP-5981 problems of the union of the pool's
+  metadata slices (duplicate key names, combined cost over budget, an
+  extractor that does not compile or return string, a slice with both
+  ``devices`` and ``sharingAffinity``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from dra_affinity import cel
+from dra_affinity.api.resource import SHARING_AFFINITY_CEL_MAX_COST, ResourceSlice
+
+__all__ = ["Pool", "PoolID", "gather_pools"]
+
+PoolID = tuple[str, str]  # (driver, pool name)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The newest generation of one pool and what is wrong with it, if anything."""
+
+    driver: str
+    name: str
+    generation: int
+    # Models are not hashable; a Pool hashes by its identity fields and reasons.
+    slices: tuple[ResourceSlice, ...] = field(hash=False)
+    declares_sharing_affinity: bool
+    extractors: tuple[cel.Extractor, ...] = field(hash=False)
+    incomplete_reason: str | None = None
+    invalid_reason: str | None = None
+    affinity_invalid_reason: str | None = None
+
+    @property
+    def id(self) -> PoolID:
+        return (self.driver, self.name)
+
+    @property
+    def is_incomplete(self) -> bool:
+        return self.incomplete_reason is not None
+
+    @property
+    def is_invalid(self) -> bool:
+        return self.invalid_reason is not None
+
+    @property
+    def is_affinity_invalid(self) -> bool:
+        return self.affinity_invalid_reason is not None
+
+
+def gather_pools(slices: Iterable[ResourceSlice]) -> dict[PoolID, Pool]:
+    """Group slices into pools; the dict is in sorted ``PoolID`` order."""
+    groups: dict[PoolID, list[ResourceSlice]] = {}
+    for s in slices:
+        groups.setdefault((s.spec.driver, s.spec.pool.name), []).append(s)
+    return {pid: _build(pid, groups[pid]) for pid in sorted(groups)}
+
+
+def _join(reasons: list[str]) -> str | None:
+    return "; ".join(reasons) if reasons else None
+
+
+def _build(pid: PoolID, members: list[ResourceSlice]) -> Pool:
+    driver, name = pid
+    generation = max(s.spec.pool.generation for s in members)
+    newest = tuple(
+        sorted(
+            (s for s in members if s.spec.pool.generation == generation),
+            key=lambda s: s.metadata.name,
+        )
+    )
+    label = f"pool {driver}/{name} generation {generation}"
+    incomplete = _incomplete_reason(newest)
+    meta = [s for s in newest if s.spec.sharing_affinity]
+    extractors = tuple(
+        cel.Extractor(e.name, e.expression) for s in meta for e in (s.spec.sharing_affinity or [])
+    )
+    return Pool(
+        driver=driver,
+        name=name,
+        generation=generation,
+        slices=newest,
+        declares_sharing_affinity=bool(meta),
+        extractors=extractors,
+        incomplete_reason=f"{label}: {incomplete}" if incomplete else None,
+        invalid_reason=_prefixed(label, _structural_problems(newest, complete=incomplete is None)),
+        affinity_invalid_reason=_prefixed(label, _affinity_problems(meta)),
+    )
+
+
+def _prefixed(label: str, reasons: list[str]) -> str | None:
+    joined = _join(reasons)
+    return f"{label}: {joined}" if joined else None
+
+
+def _incomplete_reason(newest: tuple[ResourceSlice, ...]) -> str | None:
+    counts = sorted({s.spec.pool.resource_slice_count for s in newest})
+    if len(counts) > 1:
+        return "slices disagree on resourceSliceCount (" + ", ".join(map(str, counts)) + ")"
+    if len(newest) != counts[0]:
+        return f"{len(newest)} of {counts[0]} slices published"
+    return None
+
+
+def _structural_problems(newest: tuple[ResourceSlice, ...], *, complete: bool) -> list[str]:
+    reasons: list[str] = []
+    seen_slices: set[str] = set()
+    for s in newest:
+        if s.metadata.name in seen_slices:
+            reasons.append(f"slice {s.metadata.name} is listed more than once")
+        seen_slices.add(s.metadata.name)
+        if s.spec.pool.resource_slice_count < 1:
+            reasons.append(
+                f"slice {s.metadata.name} has resourceSliceCount {s.spec.pool.resource_slice_count}"
+            )
+
+    device_owner: dict[str, str] = {}
+    counter_sets: dict[str, set[str]] = {}
+    set_owner: dict[str, str] = {}
+    for s in newest:
+        for d in s.spec.devices:
+            if d.name in device_owner:
+                reasons.append(
+                    f"duplicate device name {d.name} in slices {device_owner[d.name]} and {s.metadata.name}"
+                )
+            else:
+                device_owner[d.name] = s.metadata.name
+        for cs in s.spec.shared_counters:
+            if cs.name in set_owner:
+                reasons.append(
+                    f"duplicate counter set name {cs.name} in slices {set_owner[cs.name]} and {s.metadata.name}"
+                )
+            else:
+                set_owner[cs.name] = s.metadata.name
+                counter_sets[cs.name] = set(cs.counters)
+    if complete:
+        # Only a complete pool can tell that a counter set is missing rather than unpublished.
+        for s in newest:
+            for d in s.spec.devices:
+                for c in d.consumes_counters:
+                    known = counter_sets.get(c.counter_set)
+                    if known is None:
+                        reasons.append(
+                            f"device {d.name} in slice {s.metadata.name} consumes counters of "
+                            f"unknown counter set {c.counter_set}"
+                        )
+                        continue
+                    for counter in sorted(set(c.counters) - known):
+                        reasons.append(
+                            f"device {d.name} in slice {s.metadata.name} consumes unknown counter "
+                            f"{counter} of counter set {c.counter_set}"
+                        )
+    return reasons
+
+
+def _affinity_problems(meta: list[ResourceSlice]) -> list[str]:
+    """KEP-5981 checks over the union of the metadata slices' extractors."""
+    reasons: list[str] = []
+    owner: dict[str, str] = {}
+    total = 0
+    for s in meta:
+        sname = s.metadata.name
+        if s.spec.devices:
+            reasons.append(f"slice {sname} sets both devices and sharingAffinity")
+        for e in s.spec.sharing_affinity or []:
+            # Uniqueness is a set comparison of key names: identical entries collide too.
+            if e.name in owner:
+                where = (
+                    f"twice in slice {sname}"
+                    if owner[e.name] == sname
+                    else f"in slices {owner[e.name]} and {sname}"
+                )
+                reasons.append(f"duplicate sharingAffinity key {e.name!r} {where}")
+            else:
+                owner[e.name] = sname
+            try:
+                program = cel.EXTRACTOR_ENV.compile(e.expression)
+            except Exception as err:  # admission should have prevented it; fail closed
+                reasons.append(
+                    f"sharingAffinity key {e.name!r} in slice {sname} does not compile: {err}"
+                )
+                continue
+            if program.result_type not in ("string", "dyn"):
+                reasons.append(
+                    f"sharingAffinity key {e.name!r} in slice {sname} returns {program.result_type}, "
+                    "must return string"
+                )
+            # The data-independent part of the estimate, as at admission (docs/validation.md).
+            total += int(program.cost_estimate.min)
+    if total > SHARING_AFFINITY_CEL_MAX_COST:
+        names = ", ".join(s.metadata.name for s in meta)
+        reasons.append(
+            f"combined estimated cost {total} of the sharingAffinity expressions in slices "
+            f"{names} exceeds the limit of {SHARING_AFFINITY_CEL_MAX_COST}"
+        )
+    return reasons
