@@ -1,0 +1,271 @@
+"""A light CEL type checker.
+
+Infers a static type for every node, rejects what is statically wrong
+(undeclared identifiers, unknown functions, wrong arity, operand types that
+no overload accepts, e.g. ``1 + "a"``, ``"a" > 1``, ``size(1)``) and leaves
+``dyn`` where the type depends on data. Deliberate leniency relative to
+cel-go's checker: mixed numeric operands of ``==``/``!=`` and of the ordering
+operators are accepted (``1 == 1.0``), matching cel-go's runtime behaviour and
+Kubernetes' cross-type numeric comparisons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import ast as A
+from . import types as T
+from .errors import CELCompileError
+from .library import FUNCTION_NAMES, REGISTRY, Overload
+from .quantity import Quantity
+from .semver import Semver
+from .types import Ty
+from .values import TYPE_IDENTIFIERS, UInt
+
+TypeMap = dict[A.Expr, Ty]
+
+
+def const_type(value: object) -> Ty:
+    t = type(value)
+    if t is bool:
+        return T.BOOL
+    if t is int:
+        return T.INT
+    if t is UInt:
+        return T.UINT
+    if t is float:
+        return T.DOUBLE
+    if t is str:
+        return T.STRING
+    if t is bytes:
+        return T.BYTES
+    if value is None:
+        return T.NULL
+    if t is Quantity:
+        return T.QUANTITY
+    if t is Semver:
+        return T.SEMVER
+    return T.DYN
+
+
+def _err(msg: str, node: A.Expr) -> CELCompileError:
+    return CELCompileError(msg, node.pos)
+
+
+def _sig(types: tuple[Ty, ...]) -> str:
+    return ", ".join(str(t) for t in types)
+
+
+class Checker:
+    def __init__(self, variables: Mapping[str, Ty]) -> None:
+        self.variables = variables
+        self.types: TypeMap = {}
+
+    def check(self, e: A.Expr, scope: Mapping[str, Ty]) -> Ty:
+        t = self._check(e, scope)
+        self.types[e] = t
+        return t
+
+    def _check(self, e: A.Expr, scope: Mapping[str, Ty]) -> Ty:
+        if isinstance(e, A.Const):
+            return const_type(e.value)
+        if isinstance(e, A.Ident):
+            if e.name in scope:
+                return scope[e.name]
+            if e.name in self.variables:
+                return self.variables[e.name]
+            if e.name in TYPE_IDENTIFIERS:
+                return T.TYPE
+            raise _err(f"undeclared reference to '{e.name}'", e)
+        if isinstance(e, A.Select):
+            return self._select(e, scope)
+        if isinstance(e, A.Index):
+            return self._index(e, scope)
+        if isinstance(e, A.Unary):
+            ot = self.check(e.operand, scope)
+            if e.op == "!":
+                if ot.name in ("bool", "dyn"):
+                    return T.BOOL
+            elif ot.name in ("int", "double", "dyn"):
+                return ot
+            raise _err(f"found no matching overload for '{e.op}_' applied to '({ot})'", e)
+        if isinstance(e, A.Binary):
+            return self._binary(e, scope)
+        if isinstance(e, (A.And, A.Or)):
+            lt = self.check(e.left, scope)
+            rt = self.check(e.right, scope)
+            for t in (lt, rt):
+                if t.name not in ("bool", "dyn"):
+                    op = "&&" if isinstance(e, A.And) else "||"
+                    raise _err(
+                        f"found no matching overload for '_{op}_' applied to '({lt}, {rt})'", e
+                    )
+            return T.BOOL
+        if isinstance(e, A.Cond):
+            ct = self.check(e.cond, scope)
+            tt = self.check(e.then, scope)
+            ft = self.check(e.other, scope)
+            if ct.name not in ("bool", "dyn"):
+                raise _err(
+                    f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'", e
+                )
+            if tt.name == "null" or ft.name == "null":
+                return tt if tt == ft else T.DYN
+            if not T.comparable_eq(tt, ft) or (
+                tt.name in T.NUMERIC and ft.name in T.NUMERIC and tt != ft
+            ):
+                raise _err(
+                    f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'", e
+                )
+            return T.join(tt, ft)
+        if isinstance(e, A.ListLit):
+            elem: Ty | None = None
+            for x in e.elems:
+                xt = self.check(x, scope)
+                elem = xt if elem is None else T.join(elem, xt)
+            return T.list_of(elem or T.DYN)
+        if isinstance(e, A.MapLit):
+            kt: Ty | None = None
+            vt: Ty | None = None
+            for k, v in e.entries:
+                ktt = self.check(k, scope)
+                if ktt.name not in T.MAP_KEYS:
+                    raise _err(f"unsupported map key type: {ktt}", k)
+                vtt = self.check(v, scope)
+                kt = ktt if kt is None else T.join(kt, ktt)
+                vt = vtt if vt is None else T.join(vt, vtt)
+            return T.map_of(kt or T.DYN, vt or T.DYN)
+        if isinstance(e, A.Comprehension):
+            return self._comprehension(e, scope)
+        if isinstance(e, A.Call):
+            return self._call(e, scope)
+        raise _err(f"unsupported expression {type(e).__name__}", e)  # pragma: no cover
+
+    def _select(self, e: A.Select, scope: Mapping[str, Ty]) -> Ty:
+        ot = self.check(e.operand, scope)
+        if ot.name == "dyn":
+            result = T.DYN
+        elif ot.name == "map":
+            if ot.key.name not in ("string", "dyn"):
+                raise _err(f"type '{ot}' does not support field selection", e)
+            result = ot.elem
+        elif ot.name in T.STRUCT_FIELDS:
+            fields = T.STRUCT_FIELDS[ot.name]
+            if e.field not in fields:
+                raise _err(f"undefined field '{e.field}'", e)
+            result = fields[e.field]
+        else:
+            raise _err(f"type '{ot}' does not support field selection", e)
+        return T.BOOL if e.test_only else result
+
+    def _index(self, e: A.Index, scope: Mapping[str, Ty]) -> Ty:
+        ot = self.check(e.operand, scope)
+        it = self.check(e.index, scope)
+        if ot.name == "dyn":
+            return T.DYN
+        if ot.name == "list" and it.name in ("int", "uint", "dyn"):
+            return ot.elem
+        if ot.name == "map" and (T.comparable_eq(ot.key, it)):
+            return ot.elem
+        raise _err(f"found no matching overload for '_[_]' applied to '({ot}, {it})'", e)
+
+    def _binary(self, e: A.Binary, scope: Mapping[str, Ty]) -> Ty:
+        lt = self.check(e.left, scope)
+        rt = self.check(e.right, scope)
+        op = e.op
+        ln, rn = lt.name, rt.name
+        fail = _err(f"found no matching overload for '_{op}_' applied to '({lt}, {rt})'", e)
+        if op in ("==", "!="):
+            if not T.comparable_eq(lt, rt):
+                raise fail
+            return T.BOOL
+        if op in ("<", "<=", ">", ">="):
+            for n in (ln, rn):
+                if n != "dyn" and n not in T.ORDERED:
+                    raise fail
+            if (
+                ln != "dyn"
+                and rn != "dyn"
+                and ln != rn
+                and not (ln in T.NUMERIC and rn in T.NUMERIC)
+            ):
+                raise fail
+            return T.BOOL
+        if op == "in":
+            if rn == "dyn":
+                return T.BOOL
+            if rn == "list" and T.comparable_eq(lt, rt.elem):
+                return T.BOOL
+            if rn == "map" and T.comparable_eq(lt, rt.key):
+                return T.BOOL
+            raise fail
+        allowed = {
+            "+": ("int", "uint", "double", "string", "bytes", "list"),
+            "-": ("int", "uint", "double"),
+            "*": ("int", "uint", "double"),
+            "/": ("int", "uint", "double"),
+            "%": ("int", "uint"),
+        }[op]
+        for n in (ln, rn):
+            if n != "dyn" and n not in allowed:
+                raise fail
+        if ln == "dyn":
+            return rt if rn != "list" else T.LIST_DYN
+        if rn == "dyn":
+            return lt if ln != "list" else T.LIST_DYN
+        if ln != rn:
+            raise fail
+        return T.join(lt, rt)
+
+    def _comprehension(self, e: A.Comprehension, scope: Mapping[str, Ty]) -> Ty:
+        rt = self.check(e.range, scope)
+        if rt.name == "list":
+            var_t = rt.elem
+        elif rt.name == "map":
+            var_t = rt.key
+        elif rt.name == "dyn":
+            var_t = T.DYN
+        else:
+            raise _err(f"expression of type '{rt}' cannot be the range of a comprehension", e.range)
+        inner = {**scope, e.var: var_t}
+        if e.pred is not None:
+            pt = self.check(e.pred, inner)
+            if pt.name not in ("bool", "dyn"):
+                raise _err(
+                    f"{e.macro.replace('map_filter', 'map')}() predicate must be bool, not {pt}",
+                    e.pred,
+                )
+        tt = self.check(e.transform, inner) if e.transform is not None else None
+        if e.macro in (A.ALL, A.EXISTS, A.EXISTS_ONE):
+            return T.BOOL
+        if e.macro == A.FILTER:
+            return T.list_of(var_t)
+        assert tt is not None
+        return T.list_of(tt)
+
+    def _call(self, e: A.Call, scope: Mapping[str, Ty]) -> Ty:
+        recv = self.check(e.target, scope) if e.target is not None else None
+        args = tuple(self.check(a, scope) for a in e.args)
+        member = recv is not None
+        fn = REGISTRY.get((e.name, member, len(args)))
+        if fn is None:
+            if e.name not in FUNCTION_NAMES:
+                raise _err(f"undeclared reference to '{e.name}'", e)
+            shape = f"{recv}.({_sig(args)})" if member else f"({_sig(args)})"
+            raise _err(f"found no matching overload for '{e.name}' applied to '{shape}'", e)
+        actual = ((recv,) if recv is not None else ()) + args
+        results: list[Ty] = []
+        for ov in fn.overloads:
+            if _matches(ov, actual):
+                results.append(ov.result(actual) if callable(ov.result) else ov.result)
+        if not results:
+            shape = f"{recv}.({_sig(args)})" if member else f"({_sig(args)})"
+            raise _err(f"found no matching overload for '{e.name}' applied to '{shape}'", e)
+        first = results[0]
+        return first if all(r == first for r in results) else T.DYN
+
+
+def _matches(ov: Overload, actual: tuple[Ty, ...]) -> bool:
+    return len(ov.params) == len(actual) and all(
+        T.assignable(p, a) for p, a in zip(ov.params, actual, strict=True)
+    )

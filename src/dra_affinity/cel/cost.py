@@ -1,0 +1,313 @@
+"""Static cost estimation.
+
+The estimate mirrors the runtime charges of :mod:`.interpreter` node by node
+and is an upper bound over branches and short-circuits (``&&``/``||`` count
+both sides, ``?:`` the dearer branch, comprehensions every iteration), as
+cel-go's ``checker.Cost`` max is. What varies is how large data from the
+activation (``object``, ``device``) is assumed to be:
+
+* ``min`` assumes every activation-derived string, bytes, list and map is
+  empty: the cost the expression has regardless of the claim data (literals,
+  fixed structure, comprehensions over literal lists);
+* ``max`` bounds activation-derived strings by ``str_bound`` characters and
+  lists/maps by ``coll_bound`` elements, which is as much as a JSON document
+  of ``OPAQUE_PARAMETERS_MAX_LENGTH`` characters can hold.
+
+Sizes of values built inside the expression (literals, concatenations,
+``split``...) are tracked exactly or bounded from their operands.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from . import ast as A
+from . import types as T
+from .checker import TypeMap
+from .interpreter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
+from .library import REGEX_STRING_LENGTH_COST_FACTOR, STRING_TRAVERSAL_COST_FACTOR, str_cost
+from .types import Ty
+
+COST_CAP: Final = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Sz:
+    """Upper bound of a value's size() and of its elements' sizes."""
+
+    n: int
+    elem: Sz | None = None  # list elements, map values
+    key: Sz | None = None  # map keys
+    data: bool = False  # derived from the activation: elements are data too
+
+
+SCALAR: Final = Sz(1)
+
+
+def _join(a: Sz | None, b: Sz | None) -> Sz | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return Sz(
+        max(a.n, b.n),
+        _join(a.elem, b.elem),
+        _join(a.key, b.key),
+        a.data or b.data,
+    )
+
+
+def _regex_cost(s_n: int, re_n: int) -> int:
+    return math.ceil((1.0 + s_n) * STRING_TRAVERSAL_COST_FACTOR) * math.ceil(
+        re_n * REGEX_STRING_LENGTH_COST_FACTOR
+    )
+
+
+class Estimator:
+    def __init__(
+        self, types: TypeMap, variables: frozenset[str], str_bound: int, coll_bound: int
+    ) -> None:
+        self.types = types
+        self.variables = variables
+        self.str_bound = str_bound
+        self.coll_bound = coll_bound
+        self.data = Sz(str_bound, data=True)
+
+    # -- size helpers ---------------------------------------------------
+
+    def elem_of(self, sz: Sz) -> Sz:
+        if sz.data:
+            return self.data
+        return sz.elem if sz.elem is not None else self.data
+
+    def key_of(self, sz: Sz) -> Sz:
+        if sz.data:
+            return self.data
+        return sz.key if sz.key is not None else self.data
+
+    def count(self, sz: Sz) -> int:
+        """Upper bound on the number of elements (iterations over the value)."""
+        return min(sz.n, self.coll_bound) if sz.data else sz.n
+
+    def flat(self, sz: Sz, depth: int = 0) -> int:
+        """Upper bound on the elements inside nested containers (deep equality work)."""
+        if sz.data:
+            return self.coll_bound
+        inner = sz.elem if sz.elem is not None else sz.key
+        if inner is None or depth > 8:
+            return 0
+        return self.count(sz) * (1 + self.flat(inner, depth + 1))
+
+    def traversal(self, sz: Sz, depth: int = 0) -> int:
+        """Upper bound of Kubernetes' traversalCost for a value of this size."""
+        if sz.data:
+            # a JSON document holds at most coll_bound elements and str_bound bytes
+            return self.coll_bound + int(self.str_bound * STRING_TRAVERSAL_COST_FACTOR * 4)
+        inner = sz.elem
+        if inner is None or depth > 8:
+            return max(1, int(sz.n * 4 * STRING_TRAVERSAL_COST_FACTOR))
+        per = self.traversal(inner, depth + 1)
+        if sz.key is not None:
+            per += self.traversal(sz.key, depth + 1)
+        return self.count(sz) * per
+
+    def ty(self, e: A.Expr) -> Ty:
+        return self.types.get(e, T.DYN)
+
+    # -- estimation -----------------------------------------------------
+
+    def estimate(self, e: A.Expr, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+        cost, sz = self._est(e, scope)
+        return min(cost, COST_CAP), sz
+
+    def _est(self, e: A.Expr, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+        if isinstance(e, A.Const):
+            v = e.value
+            if type(v) is str or type(v) is bytes:
+                return 0, Sz(len(v))
+            return 0, SCALAR
+        if isinstance(e, A.Ident):
+            if e.name in scope:
+                return 1, scope[e.name]
+            if e.name in self.variables:
+                return 1, self.data
+            return 1, SCALAR
+        if isinstance(e, A.Select):
+            c, sz = self._est(e.operand, scope)
+            if e.test_only:
+                return c + 1, SCALAR
+            return c + 1, self.elem_of(sz)
+        if isinstance(e, A.Index):
+            c1, sz = self._est(e.operand, scope)
+            c2, _ = self._est(e.index, scope)
+            return c1 + c2 + 1, self.elem_of(sz)
+        if isinstance(e, A.Unary):
+            c, _ = self._est(e.operand, scope)
+            return c + 1, SCALAR
+        if isinstance(e, A.Binary):
+            return self._binary(e, scope)
+        if isinstance(e, (A.And, A.Or)):
+            c1, _ = self._est(e.left, scope)
+            c2, _ = self._est(e.right, scope)
+            return c1 + c2, SCALAR
+        if isinstance(e, A.Cond):
+            c0, _ = self._est(e.cond, scope)
+            c1, s1 = self._est(e.then, scope)
+            c2, s2 = self._est(e.other, scope)
+            joined = _join(s1, s2)
+            assert joined is not None
+            return c0 + max(c1, c2), joined
+        if isinstance(e, A.ListLit):
+            total = LIST_CREATE_BASE_COST
+            elem: Sz | None = None
+            for x in e.elems:
+                c, s = self._est(x, scope)
+                total += c
+                elem = _join(elem, s)
+            return total, Sz(len(e.elems), elem or SCALAR)
+        if isinstance(e, A.MapLit):
+            total = MAP_CREATE_BASE_COST
+            ks: Sz | None = None
+            vs: Sz | None = None
+            for k, v in e.entries:
+                ck, sk = self._est(k, scope)
+                cv, sv = self._est(v, scope)
+                total += ck + cv
+                ks = _join(ks, sk)
+                vs = _join(vs, sv)
+            return total, Sz(len(e.entries), vs or SCALAR, ks or SCALAR)
+        if isinstance(e, A.Comprehension):
+            return self._comprehension(e, scope)
+        if isinstance(e, A.Call):
+            return self._call(e, scope)
+        raise TypeError(f"unknown node {type(e).__name__}")  # pragma: no cover
+
+    def _binary(self, e: A.Binary, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+        c1, s1 = self._est(e.left, scope)
+        c2, s2 = self._est(e.right, scope)
+        base = c1 + c2
+        op = e.op
+        lt, rt = self.ty(e.left).name, self.ty(e.right).name
+        if op == "+":
+            if lt in ("int", "uint", "double") or rt in ("int", "uint", "double"):
+                return base + 1, SCALAR
+            total = Sz(
+                s1.n + s2.n,
+                _join(s1.elem, s2.elem) if not (s1.data or s2.data) else None,
+                None,
+                s1.data or s2.data,
+            )
+            op_cost = str_cost(s1.n + s2.n)
+            if "list" in (lt, rt) or "dyn" in (lt, rt):
+                op_cost += 1  # list concatenation: 1 plus the copy
+            return base + op_cost, total
+        if op in ("-", "*", "/", "%"):
+            return base + 1, SCALAR
+        containers = ("list", "map", "dyn")
+        if op in ("==", "!="):
+            cost = str_cost(min(s1.n, s2.n))
+            if lt in containers and rt in containers:
+                cost += str_cost(min(self.flat(s1), self.flat(s2)))
+            return base + cost, SCALAR
+        if op in ("<", "<=", ">", ">="):
+            sized = ("string", "bytes")
+            if lt in sized and rt in sized:
+                return base + str_cost(min(s1.n, s2.n)), SCALAR
+            if "dyn" in (lt, rt):
+                return base + max(1, str_cost(min(s1.n, s2.n))), SCALAR
+            return base + 1, SCALAR
+        # in
+        if rt == "map":
+            return base + 1, SCALAR
+        cost = self.count(s2)
+        if lt in containers:
+            cost += str_cost(self.count(s2) * (self.count(s1) + self.flat(s1)))
+        if rt == "dyn":
+            cost = max(cost, 1)
+        return base + cost, SCALAR
+
+    def _comprehension(self, e: A.Comprehension, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+        cr, sr = self._est(e.range, scope)
+        n = self.count(sr)
+        rt = self.ty(e.range).name
+        if sr.data:
+            var_sz = self.data
+        elif rt == "map":
+            var_sz = self.key_of(sr)
+        elif rt == "list":
+            var_sz = self.elem_of(sr)
+        else:
+            joined = _join(sr.elem, sr.key)
+            var_sz = joined if joined is not None else self.data
+        inner = {**scope, e.var: var_sz}
+        cp, _ = self._est(e.pred, inner) if e.pred is not None else (0, SCALAR)
+        ct, st = self._est(e.transform, inner) if e.transform is not None else (0, SCALAR)
+        macro = e.macro
+        if macro == A.ALL:
+            return cr + 1 + n * (3 + cp), SCALAR
+        if macro == A.EXISTS:
+            return cr + 1 + n * (4 + cp), SCALAR
+        if macro == A.EXISTS_ONE:
+            return cr + 2 + n * (cp + 2), SCALAR
+        fixed = cr + LIST_CREATE_BASE_COST + 1
+        if macro == A.MAP:
+            return fixed + n * (ct + 12), Sz(n, st)
+        if macro == A.FILTER:
+            return fixed + n * (cp + 13), Sz(n, var_sz)
+        return fixed + n * (cp + 12 + ct), Sz(n, st)  # map(x, p, t)
+
+    def _call(self, e: A.Call, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+        exprs = ((e.target,) if e.target is not None else ()) + e.args
+        costs: list[int] = []
+        sizes: list[Sz] = []
+        for x in exprs:
+            c, s = self._est(x, scope)
+            costs.append(c)
+            sizes.append(s)
+        base = sum(costs)
+        name = e.name
+        n0 = sizes[0].n if sizes else 1
+        t0 = self.ty(exprs[0]).name if exprs else "dyn"
+        if name in ("contains",):
+            return base + str_cost(n0) * str_cost(sizes[1].n), SCALAR
+        if name in ("startsWith", "endsWith"):
+            return base + str_cost(n0), SCALAR
+        if name == "matches":
+            return base + _regex_cost(n0, sizes[1].n), SCALAR
+        if name in ("find", "findAll"):
+            cost = base + _regex_cost(n0, sizes[1].n)
+            if name == "find":
+                return cost, Sz(n0)
+            return cost, Sz(n0 + 1, Sz(n0))
+        if name == "dyn":
+            return base + 1, sizes[0]
+        if name == "string":
+            size = {"int": 20, "uint": 20, "double": 32, "bool": 5}.get(t0, max(n0, 32))
+            cost = str_cost(n0) if t0 in ("bytes", "dyn") else 1
+            return base + max(cost, 1), Sz(size)
+        if name == "bytes":
+            cost = str_cost(n0) if t0 in ("string", "dyn") else 1
+            return base + max(cost, 1), Sz(4 * n0)
+        if name in ("indexOf", "lastIndexOf", "isSorted", "sum", "min", "max"):
+            result = self.elem_of(sizes[0]) if name in ("sum", "min", "max") else SCALAR
+            return base + self.traversal(sizes[0]), result
+        if name in ("lowerAscii", "upperAscii", "trim", "substring"):
+            return base + str_cost(n0), Sz(n0)
+        if name == "replace":
+            growth = (n0 + 1) * sizes[2].n
+            return base + math.ceil(n0 * 2 * STRING_TRAVERSAL_COST_FACTOR) + str_cost(growth), Sz(
+                n0 + growth
+            )
+        if name == "split":
+            return base + math.ceil(n0 * 2 * STRING_TRAVERSAL_COST_FACTOR), Sz(n0 + 1, Sz(n0))
+        if name == "join":
+            count = self.count(sizes[0])
+            sep = sizes[1].n if len(sizes) > 1 else 0
+            size = count * self.elem_of(sizes[0]).n + max(count - 1, 0) * sep
+            return base + math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR), Sz(size)
+        if name in ("quantity", "isQuantity"):
+            return base + str_cost(n0), SCALAR
+        if name == "charAt":
+            return base + 1, Sz(1)
+        return base + 1, SCALAR

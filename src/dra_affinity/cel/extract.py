@@ -1,0 +1,210 @@
+"""The KEP-5981 extractor evaluation contract, as a pure function.
+
+:func:`extract` evaluates every extractor against every in-scope opaque
+config (configs in the given order; for each config, the extractors in the
+given order) and classifies the outcome:
+
+1. A ResourceSlice authoring error stops evaluation at once and is returned
+   (the first in evaluation order): ``CEL_ERROR`` for a runtime error,
+   ``MISSING_FIELD`` for selecting an absent map key, ``NON_STRING`` for a
+   result that is not a string (null, bool, int, list, map...),
+   ``COST_EXCEEDED`` when the budget runs out. An extractor that does not
+   compile is ``CEL_ERROR`` too (checked before anything is evaluated).
+2. Otherwise, two non-empty values for one key: ``SELF_INCONSISTENT``.
+3. Otherwise, an extractor with no non-empty value: ``NO_KEYS``.
+4. Otherwise ``OK`` with the merged key map.
+
+``""`` means "this extractor does not apply to this config" and contributes
+nothing; the same value from several configs is fine.
+
+Budget: the runtime budget is per config object. All extractors evaluated
+against one config share ``budget`` (by default SharingAffinityCELMaxCost),
+mirroring the static rule that caps the combined cost of a pool's
+extractors; each config starts afresh.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .env import EXTRACTOR_ENV, SHARING_AFFINITY_CEL_MAX_COST, Environment, Program
+from .errors import MISSING_FIELD, CELCompileError, CELCostExceeded, CELEvalError
+from .values import type_name
+
+
+class OutcomeKind(enum.Enum):
+    OK = "OK"
+    NO_KEYS = "NoKeys"
+    SELF_INCONSISTENT = "SelfInconsistent"
+    CEL_ERROR = "CELError"
+    MISSING_FIELD = "MissingField"
+    NON_STRING = "NonString"
+    COST_EXCEEDED = "CostExceeded"
+
+    @property
+    def is_slice_error(self) -> bool:
+        """A ResourceSlice authoring error (the slice's CEL is at fault)."""
+        return self in _SLICE_ERRORS
+
+
+_SLICE_ERRORS = frozenset(
+    {
+        OutcomeKind.CEL_ERROR,
+        OutcomeKind.MISSING_FIELD,
+        OutcomeKind.NON_STRING,
+        OutcomeKind.COST_EXCEEDED,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """One sharingAffinity entry: an affinity key name and its CEL expression."""
+
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True)
+class ConfigObject:
+    """An opaque config's decoded parameters and a label naming where it came from."""
+
+    source: str
+    parameters: object
+
+
+@dataclass(frozen=True)
+class ExtractionResult:
+    kind: OutcomeKind
+    keys: tuple[tuple[str, str], ...]  # sorted by key; meaningful for OK
+    message: str
+    extractor: str | None  # key name of the offending extractor, if any
+    source: str | None  # config source of the offending evaluation, if any
+    evaluations: int  # (extractor, config) CEL evaluations performed
+    cost: int  # total runtime cost
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is OutcomeKind.OK
+
+    def as_dict(self) -> dict[str, str]:
+        """The extracted key map."""
+        return dict(self.keys)
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def extract(
+    extractors: Sequence[Extractor],
+    configs: Sequence[ConfigObject],
+    *,
+    env: Environment = EXTRACTOR_ENV,
+    budget: int = SHARING_AFFINITY_CEL_MAX_COST,
+) -> ExtractionResult:
+    """Run the extractors over the configs and classify the outcome (see module doc)."""
+    programs: list[Program] = []
+    for ex in extractors:
+        try:
+            programs.append(env.compile(ex.expression))
+        except CELCompileError as e:
+            return ExtractionResult(
+                OutcomeKind.CEL_ERROR,
+                (),
+                f"extractor {ex.name!r}: expression does not compile: {e}",
+                ex.name,
+                None,
+                0,
+                0,
+            )
+
+    evaluations = 0
+    total_cost = 0
+    # key -> (value, source) of the first non-empty contribution
+    found: dict[str, tuple[str, str]] = {}
+    conflict: tuple[str, str, str, str, str] | None = None  # key, v1, src1, v2, src2
+
+    def fail(kind: OutcomeKind, message: str, ex: Extractor, cfg: ConfigObject) -> ExtractionResult:
+        return ExtractionResult(kind, (), message, ex.name, cfg.source, evaluations, total_cost)
+
+    for cfg in configs:
+        remaining = budget  # per config object, shared by its extractors
+        activation = {"object": cfg.parameters}
+        for ex, prog in zip(extractors, programs, strict=True):
+            evaluations += 1
+            try:
+                value, cost = prog.evaluate(activation, remaining)
+            except CELCostExceeded as e:
+                total_cost += e.cost
+                return fail(
+                    OutcomeKind.COST_EXCEEDED,
+                    f"extractor {ex.name!r} on {cfg.source}: CEL cost budget exhausted "
+                    f"(cost {e.cost} > {remaining} remaining of {budget} per config)",
+                    ex,
+                    cfg,
+                )
+            except CELEvalError as e:
+                total_cost += e.cost
+                kind = (
+                    OutcomeKind.MISSING_FIELD
+                    if e.reason == MISSING_FIELD
+                    else OutcomeKind.CEL_ERROR
+                )
+                return fail(kind, f"extractor {ex.name!r} on {cfg.source}: {e}", ex, cfg)
+            total_cost += cost
+            remaining -= cost
+            if type(value) is not str and not isinstance(value, str):
+                return fail(
+                    OutcomeKind.NON_STRING,
+                    f"extractor {ex.name!r} on {cfg.source}: returned {type_name(value)} "
+                    f"{_short(value)}, want string",
+                    ex,
+                    cfg,
+                )
+            if value == "":
+                continue
+            prev = found.get(ex.name)
+            if prev is None:
+                found[ex.name] = (str(value), cfg.source)
+            elif prev[0] != value and conflict is None:
+                conflict = (ex.name, prev[0], prev[1], str(value), cfg.source)
+
+    if conflict is not None:
+        key, v1, s1, v2, s2 = conflict
+        return ExtractionResult(
+            OutcomeKind.SELF_INCONSISTENT,
+            (),
+            f"self-inconsistent claim: key {key!r} is {v1!r} from {s1} but {v2!r} from {s2}",
+            key,
+            s2,
+            evaluations,
+            total_cost,
+        )
+    missing = [ex.name for ex in extractors if ex.name not in found]
+    if missing:
+        names = ", ".join(repr(n) for n in dict.fromkeys(missing))
+        where = f"{len(configs)} in-scope config(s)" if configs else "no in-scope configs"
+        return ExtractionResult(
+            OutcomeKind.NO_KEYS,
+            (),
+            f"no value for affinity key(s) {names} from {where}",
+            missing[0],
+            None,
+            evaluations,
+            total_cost,
+        )
+    keys = tuple(sorted((k, v) for k, (v, _src) in found.items()))
+    return ExtractionResult(
+        OutcomeKind.OK,
+        keys,
+        "extracted "
+        + (", ".join(f"{k}={v}" for k, v in keys) if keys else "no keys (no extractors)"),
+        None,
+        None,
+        evaluations,
+        total_cost,
+    )

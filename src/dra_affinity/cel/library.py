@@ -1,0 +1,811 @@
+"""Named CEL functions: standard library, strings extension and the Kubernetes libraries.
+
+Each :class:`Function` carries its static overloads (for the checker), its
+implementation (which re-checks runtime types: values typed ``dyn`` reach it
+unchecked) and its runtime cost, which mirrors cel-go's ``CostTracker`` and
+the Kubernetes ``library.CostEstimator``. Operators (``+``, ``==``, ``[]``...)
+are not here: the compiler specializes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NoReturn
+
+import re2
+
+from . import types as T
+from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .quantity import Quantity
+from .semver import Semver
+from .types import Ty
+from .values import (
+    INT64_MAX,
+    INT64_MIN,
+    UINT64_MAX,
+    UInt,
+    cel_eq,
+    cel_type_of,
+    check_int,
+    compare,
+    format_double,
+    is_list,
+    is_map,
+    type_name,
+    value_size,
+)
+
+STRING_TRAVERSAL_COST_FACTOR: Final = 0.1
+REGEX_STRING_LENGTH_COST_FACTOR: Final = 0.25
+
+ResultFn = Callable[[Sequence[Ty]], Ty]
+CostFn = Callable[[tuple[object, ...]], int]  # receiver first; charged before the call
+
+
+@dataclass(frozen=True, slots=True)
+class Overload:
+    params: tuple[Ty, ...]  # receiver first for member overloads
+    result: Ty | ResultFn
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    name: str
+    member: bool
+    arity: int  # arguments, not counting the receiver
+    impl: Callable[..., object]
+    overloads: tuple[Overload, ...]
+    cost: CostFn | None = None  # None: cel-go's default cost of 1
+
+
+def nso(name: str, *args: Any) -> NoReturn:
+    raise CELEvalError(
+        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
+    )
+
+
+def str_cost(n: int) -> int:
+    """cel-go's ``ceil(size * StringTraversalCostFactor)`` (float arithmetic, as in Go)."""
+    return math.ceil(n * STRING_TRAVERSAL_COST_FACTOR)
+
+
+def traversal_cost(v: Any) -> int:
+    """Kubernetes ``traversalCost``: the cost of walking a value as a data tree."""
+    t = type(v)
+    if t is str:
+        return int(len(v.encode("utf-8", "surrogatepass")) * STRING_TRAVERSAL_COST_FACTOR)
+    if t is bytes:
+        return int(len(v) * STRING_TRAVERSAL_COST_FACTOR)
+    if is_list(v):
+        return sum(traversal_cost(x) for x in v)
+    if is_map(v):
+        return sum(traversal_cost(k) + traversal_cost(x) for k, x in v.items())
+    return 1
+
+
+# -- regular expressions (RE2: linear time, the syntax CEL specifies) -------
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@functools.lru_cache(maxsize=512)
+def _compile_regex(pattern: str) -> re2._Regexp:
+    return re2.compile(pattern, options=_RE2_OPTIONS)
+
+
+def compile_regex(pattern: str) -> re2._Regexp:
+    """Compile (cached); invalid patterns raise ``CELEvalError(invalid_argument)``."""
+    try:
+        return _compile_regex(pattern)
+    except re2.error as e:
+        msg = (
+            e.args[0].decode("utf-8", "replace")
+            if e.args and isinstance(e.args[0], bytes)
+            else str(e)
+        )
+        raise CELEvalError(
+            f"invalid regular expression {pattern!r}: {msg}", INVALID_ARGUMENT
+        ) from None
+    except Exception as e:
+        raise CELEvalError(
+            f"invalid regular expression {pattern!r}: {e}", INVALID_ARGUMENT
+        ) from None
+
+
+def regex_cost(args: tuple[object, ...]) -> int:
+    s, p = args[0], args[1]
+    str_c = math.ceil((1.0 + value_size(s)) * STRING_TRAVERSAL_COST_FACTOR)
+    re_c = math.ceil(value_size(p) * REGEX_STRING_LENGTH_COST_FACTOR)
+    return str_c * re_c
+
+
+def _matches(s: Any, pattern: Any) -> bool:
+    if type(s) is not str or type(pattern) is not str:
+        nso("matches", s, pattern)
+    return compile_regex(pattern).search(s) is not None
+
+
+def _find(s: Any, pattern: Any) -> str:
+    if type(s) is not str or type(pattern) is not str:
+        nso("find", s, pattern)
+    m = compile_regex(pattern).search(s)
+    return "" if m is None else str(m.group(0))
+
+
+def _find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
+    if type(s) is not str or type(pattern) is not str or type(limit) is not int:
+        nso("findAll", s, pattern, limit)
+    rx = compile_regex(pattern)
+    out: list[str] = []
+    # Go's FindAllString: successive non-overlapping matches; an empty match
+    # right after the previous match is skipped.
+    pos, prev_end, end = 0, -1, len(s)
+    while pos <= end and (limit < 0 or len(out) < limit):
+        m = rx.search(s, pos)
+        if m is None:
+            break
+        a, b = m.span()
+        accept = True
+        if b == pos:
+            if a == prev_end:
+                accept = False
+            pos += 1
+        else:
+            pos = b
+        prev_end = b
+        if accept:
+            out.append(str(m.group(0)))
+    return out
+
+
+# -- standard functions ---------------------------------------------------
+
+
+def _size(x: Any) -> int:
+    t = type(x)
+    if t is str or t is bytes or t is list or t is tuple or t is dict:
+        return len(x)
+    if isinstance(x, (str, list, tuple, Mapping)):
+        return len(x)
+    nso("size", x)
+
+
+def _contains(s: Any, sub: Any) -> bool:
+    if type(s) is not str or type(sub) is not str:
+        nso("contains", s, sub)
+    return sub in s
+
+
+def _starts_with(s: Any, p: Any) -> bool:
+    if type(s) is not str or type(p) is not str:
+        nso("startsWith", s, p)
+    return s.startswith(p)
+
+
+def _ends_with(s: Any, p: Any) -> bool:
+    if type(s) is not str or type(p) is not str:
+        nso("endsWith", s, p)
+    return s.endswith(p)
+
+
+_INT_RE: Final = re.compile(r"[+-]?[0-9]+\Z")
+_UINT_RE: Final = re.compile(r"[0-9]+\Z")
+_FLOAT_RE: Final = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\Z", re.IGNORECASE
+)
+
+
+def _digits_value(s: str) -> int | None:
+    """int(s) for a validated digit string, or None if it cannot fit 64 bits (avoids huge ints)."""
+    body = s.lstrip("+-").lstrip("0")
+    if len(body) > 20:
+        return None
+    return int(s)
+
+
+def _to_int(x: Any) -> int:
+    t = type(x)
+    if t is int:
+        return x  # type: ignore[no-any-return]
+    if t is UInt:
+        v = x.value
+        if v > INT64_MAX:
+            raise CELEvalError("range error converting uint to int", OVERFLOW)
+        return v  # type: ignore[no-any-return]
+    if t is float:
+        f: float = x
+        if f != f or f <= -(2.0**63) or f >= 2.0**63:
+            raise CELEvalError("range error converting double to int", OVERFLOW)
+        return int(f)
+    if t is str:
+        s: str = x
+        if not _INT_RE.match(s):
+            raise CELEvalError(f"cannot convert string {s!r} to int", INVALID_ARGUMENT)
+        v = _digits_value(s)
+        if v is None or not INT64_MIN <= v <= INT64_MAX:
+            raise CELEvalError(f"int value out of range: {s!r}", OVERFLOW)
+        return v
+    nso("int", x)
+
+
+def _to_uint(x: Any) -> UInt:
+    t = type(x)
+    if t is UInt:
+        return x  # type: ignore[no-any-return]
+    if t is int:
+        if x < 0:
+            raise CELEvalError("range error converting int to uint", OVERFLOW)
+        return UInt(x)
+    if t is float:
+        f: float = x
+        if f != f or f < 0 or f >= 2.0**64:
+            raise CELEvalError("range error converting double to uint", OVERFLOW)
+        return UInt(int(f))
+    if t is str:
+        s: str = x
+        if not _UINT_RE.match(s):
+            raise CELEvalError(f"cannot convert string {s!r} to uint", INVALID_ARGUMENT)
+        v = _digits_value(s)
+        if v is None or v > UINT64_MAX:
+            raise CELEvalError(f"uint value out of range: {s!r}", OVERFLOW)
+        return UInt(v)
+    nso("uint", x)
+
+
+def _to_double(x: Any) -> float:
+    t = type(x)
+    if t is float:
+        return x  # type: ignore[no-any-return]
+    if t is int:
+        return float(x)
+    if t is UInt:
+        return float(x.value)
+    if t is str:
+        s: str = x
+        if not _FLOAT_RE.match(s):
+            raise CELEvalError(f"cannot convert string {s!r} to double", INVALID_ARGUMENT)
+        return float(s)
+    nso("double", x)
+
+
+def _to_string(x: Any) -> str:
+    t = type(x)
+    if t is str:
+        return x  # type: ignore[no-any-return]
+    if t is bool:
+        return "true" if x else "false"
+    if t is int:
+        return str(x)
+    if t is UInt:
+        return str(x.value)
+    if t is float:
+        return format_double(x)
+    if t is bytes:
+        try:
+            return str(x.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise CELEvalError(
+                "invalid UTF-8 in bytes, cannot convert to string", INVALID_ARGUMENT
+            ) from None
+    if isinstance(x, str):
+        return str(x)
+    nso("string", x)
+
+
+def _to_bytes(x: Any) -> bytes:
+    if type(x) is bytes:
+        return x
+    if isinstance(x, str):
+        return x.encode("utf-8", "surrogatepass")
+    nso("bytes", x)
+
+
+_BOOL_STRINGS: Final = {
+    "1": True, "t": True, "T": True, "true": True, "TRUE": True, "True": True,
+    "0": False, "f": False, "F": False, "false": False, "FALSE": False, "False": False,
+}  # fmt: skip
+
+
+def _to_bool(x: Any) -> bool:
+    if type(x) is bool:
+        return x
+    if type(x) is str:
+        try:
+            return _BOOL_STRINGS[x]
+        except KeyError:
+            raise CELEvalError(f"cannot convert string {x!r} to bool", INVALID_ARGUMENT) from None
+    nso("bool", x)
+
+
+def _dyn(x: Any) -> object:
+    return x
+
+
+def _string_conversion_cost(args: tuple[object, ...]) -> int:
+    return str_cost(len(args[0])) if type(args[0]) is bytes else 1
+
+
+def _bytes_conversion_cost(args: tuple[object, ...]) -> int:
+    return str_cost(len(args[0])) if type(args[0]) is str else 1
+
+
+# -- strings extension ----------------------------------------------------
+
+_GO_SPACE: Final = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_LOWER: Final = {i: i + 32 for i in range(ord("A"), ord("Z") + 1)}
+_UPPER: Final = {i + 32: i for i in range(ord("A"), ord("Z") + 1)}
+
+
+def _out_of_range(i: int) -> NoReturn:
+    raise CELEvalError(f"index out of range: {i}", INVALID_ARGUMENT)
+
+
+def _char_at(s: Any, i: Any) -> str:
+    if type(s) is not str or type(i) is not int:
+        nso("charAt", s, i)
+    if i < 0 or i > len(s):
+        _out_of_range(i)
+    return s[i : i + 1]
+
+
+def _index_of(recv: Any, sub: Any, offset: Any = None) -> int:
+    if type(recv) is str:
+        if type(sub) is not str or (offset is not None and type(offset) is not int):
+            nso("indexOf", recv, sub, *(() if offset is None else (offset,)))
+        if offset is None:
+            return recv.find(sub)
+        if sub == "":
+            return offset
+        if offset < 0 or offset >= len(recv):
+            _out_of_range(offset)
+        return recv.find(sub, offset)
+    if is_list(recv) and offset is None:
+        for i, x in enumerate(recv):
+            if cel_eq(x, sub):
+                return i
+        return -1
+    nso("indexOf", recv, sub, *(() if offset is None else (offset,)))
+
+
+def _last_index_of(recv: Any, sub: Any, offset: Any = None) -> int:
+    if type(recv) is str:
+        if type(sub) is not str or (offset is not None and type(offset) is not int):
+            nso("lastIndexOf", recv, sub, *(() if offset is None else (offset,)))
+        if offset is None:
+            return recv.rfind(sub)
+        if sub == "":
+            return offset
+        if offset < 0 or offset >= len(recv):
+            _out_of_range(offset)
+        return recv.rfind(sub, 0, offset + len(sub))
+    if is_list(recv) and offset is None:
+        items = list(recv)
+        for i in range(len(items) - 1, -1, -1):
+            if cel_eq(items[i], sub):
+                return i
+        return -1
+    nso("lastIndexOf", recv, sub, *(() if offset is None else (offset,)))
+
+
+def _lower_ascii(s: Any) -> str:
+    if type(s) is not str:
+        nso("lowerAscii", s)
+    return s.translate(_LOWER)
+
+
+def _upper_ascii(s: Any) -> str:
+    if type(s) is not str:
+        nso("upperAscii", s)
+    return s.translate(_UPPER)
+
+
+def _replace(s: Any, old: Any, new: Any, n: Any = -1) -> str:
+    if type(s) is not str or type(old) is not str or type(new) is not str or type(n) is not int:
+        nso("replace", s, old, new, n)
+    return s.replace(old, new, n if n >= 0 else -1)
+
+
+def replace_growth(s: str, old: str, new: str, n: int = -1) -> int:
+    """How many characters ``replace`` adds beyond len(s) (charged to bound memory)."""
+    if len(new) <= len(old):
+        return 0
+    count = (len(s) + 1) if old == "" else s.count(old)
+    if n >= 0:
+        count = min(count, n)
+    return count * (len(new) - len(old))
+
+
+def _split(s: Any, sep: Any, n: Any = -1) -> list[str]:
+    if type(s) is not str or type(sep) is not str or type(n) is not int:
+        nso("split", s, sep, n)
+    if n == 0:
+        return []
+    if sep == "":
+        # Go explodes into runes; with a limit the last element keeps the rest.
+        chars = list(s)
+        if n > 0 and len(chars) > n:
+            return [*chars[: n - 1], "".join(chars[n - 1 :])]
+        return chars
+    return s.split(sep, n - 1 if n > 0 else -1)
+
+
+def _substring(s: Any, start: Any, end: Any = None) -> str:
+    if type(s) is not str or type(start) is not int or (end is not None and type(end) is not int):
+        nso("substring", s, start, *(() if end is None else (end,)))
+    n = len(s)
+    if end is None:
+        if start < 0 or start > n:
+            _out_of_range(start)
+        return s[start:]
+    if start > end:
+        raise CELEvalError(f"invalid substring range. start: {start}, end: {end}", INVALID_ARGUMENT)
+    if start < 0 or start > n:
+        _out_of_range(start)
+    if end < 0 or end > n:
+        _out_of_range(end)
+    return s[start:end]
+
+
+def _trim(s: Any) -> str:
+    if type(s) is not str:
+        nso("trim", s)
+    return s.strip(_GO_SPACE)
+
+
+def _join(lst: Any, sep: Any = "") -> str:
+    if not is_list(lst) or type(sep) is not str:
+        nso("join", lst, sep)
+    items = list(lst)
+    for x in items:
+        if type(x) is not str:
+            nso("join", lst, sep)
+    return sep.join(items)
+
+
+# -- Kubernetes lists library ---------------------------------------------
+
+
+def _is_sorted(lst: Any) -> bool:
+    if not is_list(lst):
+        nso("isSorted", lst)
+    items = list(lst)
+    for a, b in itertools.pairwise(items):
+        c = compare(a, b)
+        if c is None or c > 0:
+            return False
+    return True
+
+
+def _sum(lst: Any) -> object:
+    if not is_list(lst):
+        nso("sum", lst)
+    items = list(lst)
+    if not items:
+        return 0
+    first = items[0]
+    t = type(first)
+    if t is int:
+        total = 0
+        for x in items:
+            if type(x) is not int:
+                nso("sum", lst)
+            total = check_int(total + x)
+        return total
+    if t is float:
+        f = 0.0
+        for x in items:
+            if type(x) is not float:
+                nso("sum", lst)
+            f += x
+        return f
+    if t is UInt:
+        u = 0
+        for x in items:
+            if type(x) is not UInt:
+                nso("sum", lst)
+            u += x.value
+            if u > UINT64_MAX:
+                raise CELEvalError("unsigned integer overflow", OVERFLOW)
+        return UInt(u)
+    nso("sum", lst)
+
+
+def _extreme(name: str, lst: Any, want: int) -> object:
+    if not is_list(lst):
+        nso(name, lst)
+    items = list(lst)
+    if not items:
+        raise CELEvalError(f"{name} called on empty list", INVALID_ARGUMENT)
+    best = items[0]
+    compare(best, best)  # validates that the kind is ordered
+    for x in items[1:]:
+        if compare(x, best) == want:
+            best = x
+    return best
+
+
+def _min(lst: Any) -> object:
+    return _extreme("min", lst, -1)
+
+
+def _max(lst: Any) -> object:
+    return _extreme("max", lst, 1)
+
+
+def _traversal_cost_fn(args: tuple[object, ...]) -> int:
+    return traversal_cost(args[0])
+
+
+# -- Kubernetes quantity and semver libraries -----------------------------
+
+
+def _quantity(s: Any) -> Quantity:
+    if type(s) is not str:
+        nso("quantity", s)
+    try:
+        return Quantity.parse(s)
+    except ValueError as e:
+        raise CELEvalError(str(e), INVALID_ARGUMENT) from None
+
+
+def _is_quantity(s: Any) -> bool:
+    if type(s) is not str:
+        nso("isQuantity", s)
+    try:
+        Quantity.parse(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _semver(s: Any, normalize: Any = False) -> Semver:
+    if type(s) is not str or type(normalize) is not bool:
+        nso("semver", s, normalize)
+    try:
+        return Semver.parse(s, normalize)
+    except ValueError as e:
+        raise CELEvalError(str(e), INVALID_ARGUMENT) from None
+
+
+def _is_semver(s: Any, normalize: Any = False) -> bool:
+    if type(s) is not str or type(normalize) is not bool:
+        nso("isSemver", s, normalize)
+    return Semver.is_valid(s, normalize)
+
+
+def _ordered_pair(name: str, a: Any, b: Any) -> int:
+    if type(a) is Quantity and type(b) is Quantity:
+        return a.compare(b)
+    if type(a) is Semver and type(b) is Semver:
+        return a.compare(b)
+    nso(name, a, b)
+
+
+def _is_less_than(a: Any, b: Any) -> bool:
+    return _ordered_pair("isLessThan", a, b) < 0
+
+
+def _is_greater_than(a: Any, b: Any) -> bool:
+    return _ordered_pair("isGreaterThan", a, b) > 0
+
+
+def _compare_to(a: Any, b: Any) -> int:
+    return _ordered_pair("compareTo", a, b)
+
+
+def _q_add(a: Any, b: Any) -> Quantity:
+    if type(a) is Quantity and (type(b) is Quantity or type(b) is int):
+        return a + b
+    nso("add", a, b)
+
+
+def _q_sub(a: Any, b: Any) -> Quantity:
+    if type(a) is Quantity and (type(b) is Quantity or type(b) is int):
+        return a - b
+    nso("sub", a, b)
+
+
+def _q_as_integer(q: Any) -> int:
+    if type(q) is not Quantity:
+        nso("asInteger", q)
+    if not q.is_integer():
+        raise CELEvalError("cannot convert value to integer", OVERFLOW)
+    return q.as_int()
+
+
+def _q_as_float(q: Any) -> float:
+    if type(q) is not Quantity:
+        nso("asApproximateFloat", q)
+    return q.as_approximate_float()
+
+
+def _q_is_integer(q: Any) -> bool:
+    if type(q) is not Quantity:
+        nso("isInteger", q)
+    return q.is_integer()
+
+
+def _q_sign(q: Any) -> int:
+    if type(q) is not Quantity:
+        nso("sign", q)
+    return q.sign()
+
+
+def _semver_part(name: str) -> Callable[[object], int]:
+    def part(v: Any) -> int:
+        if type(v) is not Semver:
+            nso(name, v)
+        value: int = getattr(v, name)
+        # blang/semver stores uint64; Kubernetes converts with int64(...).
+        return value - 2**64 if value > INT64_MAX else value
+
+    return part
+
+
+def _str_len_cost(args: tuple[object, ...]) -> int:
+    return str_cost(value_size(args[0]))
+
+
+def _contains_cost(args: tuple[object, ...]) -> int:
+    return str_cost(value_size(args[0])) * str_cost(value_size(args[1]))
+
+
+def _replace_split_cost(args: tuple[object, ...]) -> int:
+    return math.ceil(value_size(args[0]) * 2 * STRING_TRAVERSAL_COST_FACTOR)
+
+
+def _replace_cost(args: tuple[object, ...]) -> int:
+    # Kubernetes' cost (traversal + construction) plus, beyond cel-go, the
+    # characters the replacement adds: otherwise 'a'*n .replace('a', long)
+    # builds n*len(long) characters for a cost proportional to n only.
+    cost = _replace_split_cost(args)
+    s, old, new = args[0], args[1], args[2]
+    n = args[3] if len(args) > 3 else -1
+    if type(s) is str and type(old) is str and type(new) is str and type(n) is int:
+        cost += str_cost(replace_growth(s, old, new, n))
+    return cost
+
+
+def _join_cost(args: tuple[object, ...]) -> int:
+    # Kubernetes charges by the size of the result, which is known up front.
+    lst: Any = args[0]
+    if not is_list(lst):
+        return 1
+    items = list(lst)
+    sep = value_size(args[1]) if len(args) > 1 else 0
+    size = sum(value_size(x) for x in items) + sep * max(len(items) - 1, 0)
+    return math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR)
+
+
+def _one(_args: tuple[object, ...]) -> int:
+    return 1
+
+
+# -- signatures -------------------------------------------------------------
+
+
+def _elem_result(types: Sequence[Ty]) -> Ty:
+    return types[0].elem
+
+
+S, I, B, D, U = T.STRING, T.INT, T.BOOL, T.DOUBLE, T.UINT  # noqa: E741
+Q, V, DYN = T.QUANTITY, T.SEMVER, T.DYN
+LIST, MAP, LSTR = T.LIST_DYN, T.MAP_DYN, T.LIST_STRING
+
+
+def _ov(result: Ty | ResultFn, *params: Ty) -> Overload:
+    return Overload(tuple(params), result)
+
+
+def _fn(
+    name: str,
+    member: bool,
+    arity: int,
+    impl: Callable[..., object],
+    overloads: Sequence[Overload],
+    cost: CostFn | None = None,
+) -> Function:
+    return Function(name, member, arity, impl, tuple(overloads), cost)
+
+
+_SIZE_OVS: Final = [_ov(I, S), _ov(I, T.BYTES), _ov(I, LIST), _ov(I, MAP)]
+
+FUNCTIONS: Final[tuple[Function, ...]] = (
+    # standard library
+    _fn("size", False, 1, _size, _SIZE_OVS),
+    _fn("size", True, 0, _size, _SIZE_OVS),
+    _fn("contains", True, 1, _contains, [_ov(B, S, S)], _contains_cost),
+    _fn("startsWith", True, 1, _starts_with, [_ov(B, S, S)], _str_len_cost),
+    _fn("endsWith", True, 1, _ends_with, [_ov(B, S, S)], _str_len_cost),
+    _fn("matches", True, 1, _matches, [_ov(B, S, S)], regex_cost),
+    _fn("matches", False, 2, _matches, [_ov(B, S, S)], regex_cost),
+    _fn("int", False, 1, _to_int, [_ov(I, I), _ov(I, U), _ov(I, D), _ov(I, S)]),
+    _fn("uint", False, 1, _to_uint, [_ov(U, U), _ov(U, I), _ov(U, D), _ov(U, S)]),
+    _fn("double", False, 1, _to_double, [_ov(D, D), _ov(D, I), _ov(D, U), _ov(D, S)]),
+    _fn(
+        "string",
+        False,
+        1,
+        _to_string,
+        [_ov(S, S), _ov(S, I), _ov(S, U), _ov(S, D), _ov(S, B), _ov(S, T.BYTES)],
+        _string_conversion_cost,
+    ),
+    _fn(
+        "bytes",
+        False,
+        1,
+        _to_bytes,
+        [_ov(T.BYTES, T.BYTES), _ov(T.BYTES, S)],
+        _bytes_conversion_cost,
+    ),
+    _fn("bool", False, 1, _to_bool, [_ov(B, B), _ov(B, S)]),
+    _fn("dyn", False, 1, _dyn, [_ov(DYN, DYN)]),
+    _fn("type", False, 1, cel_type_of, [_ov(T.TYPE, DYN)]),
+    # strings extension
+    _fn("charAt", True, 1, _char_at, [_ov(S, S, I)]),
+    _fn("indexOf", True, 1, _index_of, [_ov(I, S, S), _ov(I, LIST, DYN)], _traversal_cost_fn),
+    _fn("indexOf", True, 2, _index_of, [_ov(I, S, S, I)], _traversal_cost_fn),
+    _fn(
+        "lastIndexOf",
+        True,
+        1,
+        _last_index_of,
+        [_ov(I, S, S), _ov(I, LIST, DYN)],
+        _traversal_cost_fn,
+    ),
+    _fn("lastIndexOf", True, 2, _last_index_of, [_ov(I, S, S, I)], _traversal_cost_fn),
+    _fn("lowerAscii", True, 0, _lower_ascii, [_ov(S, S)], _str_len_cost),
+    _fn("upperAscii", True, 0, _upper_ascii, [_ov(S, S)], _str_len_cost),
+    _fn("replace", True, 2, _replace, [_ov(S, S, S, S)], _replace_cost),
+    _fn("replace", True, 3, _replace, [_ov(S, S, S, S, I)], _replace_cost),
+    _fn("split", True, 1, _split, [_ov(LSTR, S, S)], _replace_split_cost),
+    _fn("split", True, 2, _split, [_ov(LSTR, S, S, I)], _replace_split_cost),
+    _fn("substring", True, 1, _substring, [_ov(S, S, I)], _str_len_cost),
+    _fn("substring", True, 2, _substring, [_ov(S, S, I, I)], _str_len_cost),
+    _fn("trim", True, 0, _trim, [_ov(S, S)], _str_len_cost),
+    _fn("join", True, 0, _join, [_ov(S, LSTR)], _join_cost),
+    _fn("join", True, 1, _join, [_ov(S, LSTR, S)], _join_cost),
+    # Kubernetes regex library
+    _fn("find", True, 1, _find, [_ov(S, S, S)], regex_cost),
+    _fn("findAll", True, 1, _find_all, [_ov(LSTR, S, S)], regex_cost),
+    _fn("findAll", True, 2, _find_all, [_ov(LSTR, S, S, I)], regex_cost),
+    # Kubernetes lists library
+    _fn("isSorted", True, 0, _is_sorted, [_ov(B, LIST)], _traversal_cost_fn),
+    _fn("sum", True, 0, _sum, [_ov(_elem_result, LIST)], _traversal_cost_fn),
+    _fn("min", True, 0, _min, [_ov(_elem_result, LIST)], _traversal_cost_fn),
+    _fn("max", True, 0, _max, [_ov(_elem_result, LIST)], _traversal_cost_fn),
+    # Kubernetes quantity library
+    _fn("quantity", False, 1, _quantity, [_ov(Q, S)], _str_len_cost),
+    _fn("isQuantity", False, 1, _is_quantity, [_ov(B, S)], _str_len_cost),
+    _fn("isLessThan", True, 1, _is_less_than, [_ov(B, Q, Q), _ov(B, V, V)], _one),
+    _fn("isGreaterThan", True, 1, _is_greater_than, [_ov(B, Q, Q), _ov(B, V, V)], _one),
+    _fn("compareTo", True, 1, _compare_to, [_ov(I, Q, Q), _ov(I, V, V)], _one),
+    _fn("add", True, 1, _q_add, [_ov(Q, Q, Q), _ov(Q, Q, I)], _one),
+    _fn("sub", True, 1, _q_sub, [_ov(Q, Q, Q), _ov(Q, Q, I)], _one),
+    _fn("asInteger", True, 0, _q_as_integer, [_ov(I, Q)], _one),
+    _fn("asApproximateFloat", True, 0, _q_as_float, [_ov(D, Q)], _one),
+    _fn("isInteger", True, 0, _q_is_integer, [_ov(B, Q)], _one),
+    _fn("sign", True, 0, _q_sign, [_ov(I, Q)], _one),
+    _fn("sign", False, 1, _q_sign, [_ov(I, Q)], _one),
+    # Kubernetes semver library
+    _fn("semver", False, 1, _semver, [_ov(V, S)]),
+    _fn("semver", False, 2, _semver, [_ov(V, S, B)]),
+    _fn("isSemver", False, 1, _is_semver, [_ov(B, S)]),
+    _fn("isSemver", False, 2, _is_semver, [_ov(B, S, B)]),
+    _fn("major", True, 0, _semver_part("major"), [_ov(I, V)]),
+    _fn("minor", True, 0, _semver_part("minor"), [_ov(I, V)]),
+    _fn("patch", True, 0, _semver_part("patch"), [_ov(I, V)]),
+)
+
+REGISTRY: Final[Mapping[tuple[str, bool, int], Function]] = {
+    (f.name, f.member, f.arity): f for f in FUNCTIONS
+}
+FUNCTION_NAMES: Final = frozenset(f.name for f in FUNCTIONS)
+# Functions whose second operand (first argument) is a regular expression.
+REGEX_FUNCTIONS: Final = frozenset({"matches", "find", "findAll"})

@@ -1,0 +1,465 @@
+"""Parse CEL text into the engine's AST.
+
+Parsing uses cel-python's CEL grammar (``celpy/cel.lark``) with the same LALR
+lark parser settings as ``celpy.celparser.CELParser`` (a private instance, so
+token positions survive); this module only converts lark's concrete tree into :mod:`.ast` nodes,
+decodes literals, expands macros and enforces the nesting limit. Nothing of
+cel-python's evaluator is used.
+
+Deep input is refused with a :class:`CELCompileError` rather than a
+``RecursionError``: the converter walks unit-production chains iteratively and
+counts real nesting (operators, calls, selections, literals, parentheses);
+chains of ``&&`` / ``||`` are balanced (as cel-go does), so long disjunctions
+stay shallow.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from pathlib import Path
+from typing import Final
+
+from lark import Lark, Token, Tree
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+from . import ast as A
+from .errors import CELCompileError
+from .values import UINT64_MAX, UInt
+
+# Nesting limit. cel-go's parser defaults to 250; ours is lower because every
+# later stage (checker, cost estimator, evaluator) recurses over the tree in
+# Python. No practical extractor or selector is anywhere near it.
+MAX_NESTING_DEPTH: Final = 100
+# Absolute size limit, checked before parsing (cel-go's default code point limit
+# is 100,000). Admission separately enforces the much lower 10 Ki.
+MAX_EXPRESSION_LENGTH: Final = 100 * 1024
+
+RESERVED: Final = frozenset(
+    {
+        "as", "break", "const", "continue", "else", "for", "function", "if", "import",
+        "in", "let", "loop", "namespace", "package", "return", "var", "void", "while",
+    }
+)  # fmt: skip
+
+MACROS: Final = {
+    ("all", 2): A.ALL,
+    ("exists", 2): A.EXISTS,
+    ("exists_one", 2): A.EXISTS_ONE,
+    ("map", 2): A.MAP,
+    ("map", 3): A.MAP_FILTER,
+    ("filter", 2): A.FILTER,
+}
+
+_UNIT: Final = frozenset(
+    {
+        "expr",
+        "conditionalor",
+        "conditionaland",
+        "relation",
+        "addition",
+        "multiplication",
+        "unary",
+        "member",
+        "primary",
+    }
+)
+_REL_OPS: Final = {
+    "relation_lt": "<",
+    "relation_le": "<=",
+    "relation_gt": ">",
+    "relation_ge": ">=",
+    "relation_eq": "==",
+    "relation_ne": "!=",
+    "relation_in": "in",
+}
+_ADD_OPS: Final = {"addition_add": "+", "addition_sub": "-"}
+_MUL_OPS: Final = {"multiplication_mul": "*", "multiplication_div": "/", "multiplication_mod": "%"}
+
+_lock = threading.Lock()
+_parser: Lark | None = None
+
+
+def _bool_literal(tok: Token) -> Token:
+    # The grammar lexes true/false as identifiers; re-type them as literals
+    # while keeping their source positions (cel-python's callback drops them).
+    if tok.value in ("true", "false"):
+        return Token.new_borrow_pos("BOOL_LIT", tok.value, tok)
+    return tok
+
+
+def _lark() -> Lark:
+    """cel-python's CEL grammar (celpy/cel.lark) with its LALR parser settings."""
+    global _parser
+    if _parser is None:
+        import celpy
+
+        grammar = (Path(celpy.__file__).parent / "cel.lark").read_text(encoding="utf-8")
+        _parser = Lark(
+            grammar,
+            parser="lalr",
+            start="expr",
+            g_regex_flags=re.M,
+            lexer_callbacks={"IDENT": _bool_literal},
+            propagate_positions=True,
+            maybe_placeholders=False,
+            priority="invert",
+        )
+    return _parser
+
+
+def parse(text: str) -> A.Expr:
+    """Parse ``text``; raise :class:`CELCompileError` on any syntax problem."""
+    if not isinstance(text, str):
+        raise CELCompileError(f"expression must be a string, not {type(text).__name__}")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise CELCompileError(
+            f"expression too long: {len(text)} characters (limit {MAX_EXPRESSION_LENGTH})", 0
+        )
+    if not text.strip():
+        raise CELCompileError("syntax error: empty expression", 0)
+    try:
+        with _lock:
+            tree = _lark().parse(text)
+    except UnexpectedCharacters as e:
+        pos = e.pos_in_stream if isinstance(e.pos_in_stream, int) else None
+        ch = text[pos] if pos is not None and pos < len(text) else "?"
+        raise CELCompileError(f"syntax error: unexpected character {ch!r}", pos) from None
+    except UnexpectedEOF:
+        raise CELCompileError("syntax error: unexpected end of expression", len(text)) from None
+    except UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END":
+            raise CELCompileError("syntax error: unexpected end of expression", len(text)) from None
+        pos = tok.start_pos if isinstance(tok.start_pos, int) else None
+        raise CELCompileError(f"syntax error: unexpected {tok.value!r}", pos) from None
+    except LarkError as e:
+        raise CELCompileError(
+            f"syntax error: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
+    except RecursionError:
+        raise CELCompileError(f"expression nesting too deep (limit {MAX_NESTING_DEPTH})") from None
+    except Exception as e:  # the parser must never leak anything else
+        raise CELCompileError(f"syntax error: {type(e).__name__}") from None
+    try:
+        return _Converter(text).conv(tree, 1)
+    except RecursionError:
+        raise CELCompileError(f"expression nesting too deep (limit {MAX_NESTING_DEPTH})") from None
+
+
+def _pos(node: Tree[Token] | Token) -> int:
+    if isinstance(node, Token):
+        return node.start_pos if isinstance(node.start_pos, int) else 0
+    start = getattr(node.meta, "start_pos", None)
+    return start if isinstance(start, int) else 0
+
+
+def _end(node: Tree[Token] | Token) -> int:
+    if isinstance(node, Token):
+        return node.end_pos if isinstance(node.end_pos, int) else 0
+    end = getattr(node.meta, "end_pos", None)
+    return end if isinstance(end, int) else 0
+
+
+class _Converter:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _too_deep(self, node: Tree[Token] | Token) -> CELCompileError:
+        return CELCompileError(
+            f"expression nesting too deep (limit {MAX_NESTING_DEPTH})", _pos(node)
+        )
+
+    def _op_pos(self, op: str, left: Tree[Token] | Token, right: Tree[Token] | Token) -> int:
+        start = _end(left)
+        found = self.text.find(op, start, _pos(right))
+        return found if found >= 0 else start
+
+    def conv(self, t: Tree[Token] | Token, depth: int) -> A.Expr:
+        # Walk unit productions (expr -> conditionalor -> ... -> primary) in a
+        # loop: they are lark structure, not CEL nesting.
+        while isinstance(t, Tree) and t.data in _UNIT and len(t.children) == 1:
+            t = t.children[0]
+        if depth > MAX_NESTING_DEPTH:
+            raise self._too_deep(t)
+        if isinstance(t, Token):  # pragma: no cover - grammar always wraps tokens
+            raise CELCompileError(f"syntax error: unexpected token {t.value!r}", _pos(t))
+        data = str(t.data)
+        ch = t.children
+        d = depth + 1
+        if data == "expr":  # ternary
+            return A.Cond(
+                self._op_pos("?", ch[0], ch[1]),
+                self.conv(ch[0], d),
+                self.conv(ch[1], d),
+                self.conv(ch[2], d),
+            )
+        if data in ("conditionalor", "conditionaland"):
+            return self._logical(t, data, depth)
+        if data == "relation":
+            op_tree, right = ch
+            assert isinstance(op_tree, Tree)
+            op = _REL_OPS[str(op_tree.data)]
+            left = op_tree.children[0]
+            return A.Binary(
+                self._op_pos(op, left, right), op, self.conv(left, d), self.conv(right, d)
+            )
+        if data in ("addition", "multiplication"):
+            op_tree, right = ch
+            assert isinstance(op_tree, Tree)
+            op = (_ADD_OPS if data == "addition" else _MUL_OPS)[str(op_tree.data)]
+            left = op_tree.children[0]
+            return A.Binary(
+                self._op_pos(op, left, right), op, self.conv(left, d), self.conv(right, d)
+            )
+        if data == "unary":
+            op_tree, operand = ch
+            assert isinstance(op_tree, Tree)
+            op = "!" if op_tree.data == "unary_not" else "-"
+            return A.Unary(_pos(t), op, self.conv(operand, d))
+        if data == "member_dot":
+            operand, name = ch
+            assert isinstance(name, Token)
+            return A.Select(_pos(name) - 1, self.conv(operand, d), str(name))
+        if data == "member_dot_arg":
+            operand, name = ch[0], ch[1]
+            assert isinstance(name, Token)
+            args = self._args(ch[2] if len(ch) > 2 else None, d)
+            return self._member_call(_pos(name), self.conv(operand, d), str(name), args, name)
+        if data == "member_index":
+            return A.Index(
+                self._op_pos("[", ch[0], ch[1]), self.conv(ch[0], d), self.conv(ch[1], d)
+            )
+        if data == "member_object":
+            raise CELCompileError("message construction is not supported", _pos(t))
+        if data == "literal":
+            tok = ch[0]
+            assert isinstance(tok, Token)
+            return A.Const(_pos(tok), _literal(tok))
+        if data in ("ident", "dot_ident"):
+            tok = ch[0]
+            assert isinstance(tok, Token)
+            ident = str(tok)
+            if ident in RESERVED:
+                raise CELCompileError(f"reserved identifier: {ident}", _pos(tok))
+            return A.Ident(_pos(tok), ident)
+        if data in ("ident_arg", "dot_ident_arg"):
+            tok = ch[0]
+            assert isinstance(tok, Token)
+            fname = str(tok)
+            if fname in RESERVED:
+                raise CELCompileError(f"reserved identifier: {fname}", _pos(tok))
+            args = self._args(ch[1] if len(ch) > 1 else None, d)
+            if fname == "has" and data == "ident_arg":
+                if len(args) != 1 or not isinstance(args[0], A.Select) or args[0].test_only:
+                    raise CELCompileError("invalid argument to has() macro", _pos(tok))
+                sel = args[0]
+                return A.Select(_pos(tok), sel.operand, sel.field, True)
+            return A.Call(_pos(tok), fname, None, args)
+        if data == "paren_expr":
+            return self.conv(ch[0], d)
+        if data == "list_lit":
+            return A.ListLit(_pos(t), self._args(ch[0] if ch else None, d))
+        if data == "map_lit":
+            entries: list[tuple[A.Expr, A.Expr]] = []
+            if ch:
+                inits = ch[0]
+                assert isinstance(inits, Tree)
+                items = inits.children
+                for i in range(0, len(items), 2):
+                    entries.append((self.conv(items[i], d), self.conv(items[i + 1], d)))
+            return A.MapLit(_pos(t), tuple(entries))
+        raise CELCompileError(
+            f"syntax error: unsupported construct {data}", _pos(t)
+        )  # pragma: no cover
+
+    def _args(self, exprlist: Tree[Token] | Token | None, depth: int) -> tuple[A.Expr, ...]:
+        if exprlist is None:
+            return ()
+        assert isinstance(exprlist, Tree)
+        return tuple(self.conv(c, depth) for c in exprlist.children)
+
+    def _logical(self, t: Tree[Token], data: str, depth: int) -> A.Expr:
+        # Left-recursive chain a || b || c: collect the operands iteratively,
+        # then build a balanced tree so nesting grows with log2(n).
+        terms: list[Tree[Token] | Token] = []
+        node: Tree[Token] | Token = t
+        while isinstance(node, Tree) and node.data == data and len(node.children) == 2:
+            terms.append(node.children[1])
+            node = node.children[0]
+        terms.append(node)
+        terms.reverse()
+        levels = math.ceil(math.log2(len(terms)))
+        if depth + levels > MAX_NESTING_DEPTH:
+            raise self._too_deep(t)
+        sub = depth + levels + 1
+        conv_terms = [self.conv(x, sub) for x in terms]
+        positions = [
+            self._op_pos("||" if data == "conditionalor" else "&&", terms[i], terms[i + 1])
+            for i in range(len(terms) - 1)
+        ]
+        node_cls = A.Or if data == "conditionalor" else A.And
+
+        def build(lo: int, hi: int) -> A.Expr:
+            # terms[lo..hi] inclusive; same split as cel-go's balancer
+            if lo == hi:
+                return conv_terms[lo]
+            mid = (lo + hi + 1) // 2  # operator between terms[mid-1] and terms[mid]
+            return node_cls(positions[mid - 1], build(lo, mid - 1), build(mid, hi))
+
+        return build(0, len(conv_terms) - 1)
+
+    def _member_call(
+        self, pos: int, target: A.Expr, name: str, args: tuple[A.Expr, ...], tok: Token
+    ) -> A.Expr:
+        macro = MACROS.get((name, len(args)))
+        if macro is None:
+            return A.Call(pos, name, target, args)
+        var = args[0]
+        if not isinstance(var, A.Ident):
+            raise CELCompileError(f"{name}() macro: argument must be a simple name", var.pos)
+        if macro == A.MAP:
+            return A.Comprehension(pos, macro, target, var.name, None, args[1])
+        if macro == A.MAP_FILTER:
+            return A.Comprehension(pos, macro, target, var.name, args[1], args[2])
+        return A.Comprehension(pos, macro, target, var.name, args[1], None)
+
+
+# -- literals -------------------------------------------------------------
+
+_SIMPLE_ESCAPES: Final = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "`": "`",
+    "?": "?",
+}
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
+
+
+def _literal(tok: Token) -> object:
+    kind = tok.type
+    text = str(tok)
+    pos = _pos(tok)
+    if kind == "BOOL_LIT":
+        return text == "true"
+    if kind == "NULL_LIT":
+        return None
+    if kind == "INT_LIT":
+        value = _parse_int(text)
+        if not -(2**63) <= value <= 2**63 - 1:
+            raise CELCompileError(f"invalid int literal: {text} is out of range", pos)
+        return value
+    if kind == "UINT_LIT":
+        body = text[:-1]
+        value = _parse_int(body)
+        if body.startswith("-") or not 0 <= value <= UINT64_MAX:
+            raise CELCompileError(f"invalid uint literal: {text}", pos)
+        return UInt(value)
+    if kind == "FLOAT_LIT":
+        dot = text.find(".")
+        if dot >= 0 and (dot + 1 >= len(text) or not text[dot + 1].isdigit()):
+            raise CELCompileError(f"invalid double literal: {text}", pos)
+        value_f = float(text)
+        if math.isinf(value_f):
+            raise CELCompileError(f"invalid double literal: {text} is out of range", pos)
+        return value_f
+    if kind in ("STRING_LIT", "MLSTRING_LIT"):
+        return _decode_string(text, pos, as_bytes=False)
+    if kind == "BYTES_LIT":
+        return _decode_string(text[1:], pos + 1, as_bytes=True)
+    raise CELCompileError(f"syntax error: unknown literal {text!r}", pos)  # pragma: no cover
+
+
+def _parse_int(text: str) -> int:
+    neg = text.startswith("-")
+    body = text[1:] if neg else text
+    value = int(body[2:], 16) if body[:2].lower() == "0x" else int(body, 10)
+    return -value if neg else value
+
+
+def _decode_string(text: str, pos: int, *, as_bytes: bool) -> str | bytes:
+    raw = text[0] in "rR"
+    if raw:
+        text = text[1:]
+        pos += 1
+    quote = text[:3] if text[:3] in ('"""', "'''") else text[0]
+    body = text[len(quote) : len(text) - len(quote)]
+    body_pos = pos + len(quote)
+    if raw:
+        return body.encode("utf-8") if as_bytes else body
+    out_s: list[str] = []
+    out_b = bytearray()
+    i = 0
+    n = len(body)
+
+    def emit_char(c: str) -> None:
+        if as_bytes:
+            out_b.extend(c.encode("utf-8", "surrogatepass"))
+        else:
+            out_s.append(c)
+
+    while i < n:
+        c = body[i]
+        if c != "\\":
+            emit_char(c)
+            i += 1
+            continue
+        if i + 1 >= n:
+            raise CELCompileError("invalid escape sequence at end of string", body_pos + i)
+        e = body[i + 1]
+        if e in _SIMPLE_ESCAPES:
+            emit_char(_SIMPLE_ESCAPES[e])
+            i += 2
+            continue
+        if e in "xX":
+            digits = body[i + 2 : i + 4]
+            if len(digits) != 2 or not set(digits) <= _HEX:
+                raise CELCompileError("invalid \\x escape sequence", body_pos + i)
+            code = int(digits, 16)
+            if as_bytes:
+                out_b.append(code)
+            else:
+                out_s.append(chr(code))
+            i += 4
+            continue
+        if e in "uU":
+            width = 4 if e == "u" else 8
+            digits = body[i + 2 : i + 2 + width]
+            if as_bytes:
+                raise CELCompileError(
+                    f"\\{e} escapes are not allowed in bytes literals", body_pos + i
+                )
+            if len(digits) != width or not set(digits) <= _HEX:
+                raise CELCompileError(f"invalid \\{e} escape sequence", body_pos + i)
+            code = int(digits, 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise CELCompileError(
+                    f"invalid unicode code point in escape: {digits}", body_pos + i
+                )
+            out_s.append(chr(code))
+            i += 2 + width
+            continue
+        if e in "0123":
+            digits = body[i + 1 : i + 4]
+            if len(digits) != 3 or not set(digits) <= set("01234567"):
+                raise CELCompileError("invalid octal escape sequence", body_pos + i)
+            code = int(digits, 8)
+            if as_bytes:
+                out_b.append(code)
+            else:
+                out_s.append(chr(code))
+            i += 4
+            continue
+        raise CELCompileError(f"invalid escape sequence \\{e}", body_pos + i)
+    if as_bytes:
+        return bytes(out_b)
+    return "".join(out_s)

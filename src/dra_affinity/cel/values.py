@@ -1,0 +1,319 @@
+"""Runtime value model shared by the evaluator and the function library.
+
+CEL values are plain Python values, except ``uint`` (:class:`UInt`) and type
+values (:class:`CelType`), which have no faithful Python counterpart:
+
+=========  ==========================================
+CEL        Python
+=========  ==========================================
+string     ``str``
+int        ``int`` (never ``bool``; int64 range)
+uint       :class:`UInt`
+double     ``float``
+bool       ``bool``
+null       ``None``
+bytes      ``bytes``
+list       ``list`` or ``tuple``
+map        ``dict`` (any ``Mapping``)
+type       :class:`CelType`
+=========  ==========================================
+
+Python's ``bool`` is a subclass of ``int``; every check here uses ``type(x) is
+...`` so that a CEL bool is never mistaken for an int.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Final, final
+
+from .errors import NO_SUCH_OVERLOAD, CELEvalError
+from .quantity import Quantity
+from .semver import Semver
+
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+UINT64_MAX: Final = 2**64 - 1
+
+
+@final
+class UInt:
+    """A CEL ``uint`` value (0 .. 2**64-1)."""
+
+    __slots__ = ("value",)
+    value: int
+
+    def __init__(self, value: int) -> None:
+        if type(value) is not int or not 0 <= value <= UINT64_MAX:
+            raise ValueError(f"uint out of range: {value!r}")
+        object.__setattr__(self, "value", value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("UInt is immutable")
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is UInt and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(("uint", self.value))
+
+    def __lt__(self, other: UInt) -> bool:
+        return self.value < other.value
+
+    def __int__(self) -> int:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"UInt({self.value})"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@final
+class CelType:
+    """A CEL type value, as returned by ``type(x)`` and denoted by ``int``, ``string``..."""
+
+    __slots__ = ("name",)
+    name: str
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "name", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("CelType is immutable")
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is CelType and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("type", self.name))
+
+    def __repr__(self) -> str:
+        return f"CelType({self.name!r})"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+T_INT = CelType("int")
+T_UINT = CelType("uint")
+T_DOUBLE = CelType("double")
+T_BOOL = CelType("bool")
+T_STRING = CelType("string")
+T_BYTES = CelType("bytes")
+T_NULL = CelType("null_type")
+T_LIST = CelType("list")
+T_MAP = CelType("map")
+T_TYPE = CelType("type")
+T_QUANTITY = CelType("kubernetes.Quantity")
+T_SEMVER = CelType("kubernetes.Semver")
+
+# Identifiers that denote type values in expressions (`type(x) == string`).
+TYPE_IDENTIFIERS: Final[Mapping[str, CelType]] = {
+    "int": T_INT,
+    "uint": T_UINT,
+    "double": T_DOUBLE,
+    "bool": T_BOOL,
+    "string": T_STRING,
+    "bytes": T_BYTES,
+    "null_type": T_NULL,
+    "list": T_LIST,
+    "map": T_MAP,
+    "type": T_TYPE,
+}
+
+_SCALAR_TYPES: Final[Mapping[type, CelType]] = {
+    bool: T_BOOL,
+    int: T_INT,
+    float: T_DOUBLE,
+    str: T_STRING,
+    bytes: T_BYTES,
+    type(None): T_NULL,
+    UInt: T_UINT,
+    list: T_LIST,
+    tuple: T_LIST,
+    dict: T_MAP,
+    CelType: T_TYPE,
+    Quantity: T_QUANTITY,
+    Semver: T_SEMVER,
+}
+
+
+def cel_type_of(value: Any) -> CelType:
+    """The CEL type of a runtime value."""
+    t = _SCALAR_TYPES.get(type(value))
+    if t is not None:
+        return t
+    if isinstance(value, Mapping):
+        return T_MAP
+    if isinstance(value, (list, tuple)):
+        return T_LIST
+    if isinstance(value, str):
+        return T_STRING
+    raise CELEvalError(f"unsupported value type {type(value).__name__}", NO_SUCH_OVERLOAD)
+
+
+def type_name(value: Any) -> str:
+    """CEL type name of a value, for messages; never raises."""
+    try:
+        return cel_type_of(value).name
+    except CELEvalError:
+        return type(value).__name__
+
+
+def is_list(v: Any) -> bool:
+    t = type(v)
+    return t is list or t is tuple or (t is not str and isinstance(v, (list, tuple)))
+
+
+def is_map(v: Any) -> bool:
+    return type(v) is dict or isinstance(v, Mapping)
+
+
+def _num(v: Any) -> int | float | None:
+    t = type(v)
+    if t is int or t is float:
+        return v  # type: ignore[no-any-return]
+    if t is UInt:
+        return int(v.value)
+    return None
+
+
+def cel_eq(a: Any, b: Any) -> bool:
+    """CEL equality with heterogeneous numeric comparison; different kinds are unequal."""
+    ta = type(a)
+    tb = type(b)
+    if ta is tb and (ta is str or ta is int or ta is bool or ta is bytes):
+        return bool(a == b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    na = _num(a)
+    if na is not None:
+        nb = _num(b)
+        # Python compares int and float exactly; NaN is unequal to everything.
+        return nb is not None and na == nb
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if ta is bytes or tb is bytes:
+        return ta is tb and a == b
+    if is_list(a):
+        if not is_list(b):
+            return False
+        la: list[object] | tuple[object, ...] = a
+        lb: list[object] | tuple[object, ...] = b
+        return len(la) == len(lb) and all(cel_eq(x, y) for x, y in zip(la, lb, strict=True))
+    if is_map(a):
+        if not is_map(b):
+            return False
+        ma: Mapping[object, object] = a
+        mb: Mapping[object, object] = b
+        if len(ma) != len(mb):
+            return False
+        for k, v in ma.items():
+            found, w = map_lookup(mb, k)
+            if not found or not cel_eq(v, w):
+                return False
+        return True
+    if ta is Quantity and tb is Quantity:
+        return bool(a == b)
+    if ta is Semver and tb is Semver:
+        return bool(a == b)
+    if ta is CelType and tb is CelType:
+        return bool(a == b)
+    return False
+
+
+def map_lookup(m: Mapping[object, object], key: Any) -> tuple[bool, object]:
+    """Look a key up with CEL key equality (``1``, ``1u`` and ``1.0`` match; ``true`` never matches ``1``)."""
+    if type(key) is str:
+        try:
+            return True, m[key]
+        except KeyError:
+            return False, None
+        except TypeError:
+            return False, None
+    for k, v in m.items():
+        if cel_eq(k, key):
+            return True, v
+    return False, None
+
+
+def compare(a: Any, b: Any) -> int | None:
+    """Ordering for ``<``-family operators: -1/0/1, ``None`` if unordered (NaN).
+
+    Raises ``no_such_overload`` for kinds that have no ordering.
+    """
+    ta = type(a)
+    tb = type(b)
+    if ta is tb and (ta is str or ta is int or ta is bytes or ta is bool):
+        return -1 if a < b else (1 if a > b else 0)
+    if ta is not bool and tb is not bool:
+        na = _num(a)
+        nb = _num(b)
+        if na is not None and nb is not None:
+            if na < nb:
+                return -1
+            if na > nb:
+                return 1
+            if na == nb:
+                return 0
+            return None
+        if isinstance(a, str) and isinstance(b, str):
+            return -1 if a < b else (1 if a > b else 0)
+    raise CELEvalError(
+        f"no such overload: ordering of {type_name(a)} and {type_name(b)}", NO_SUCH_OVERLOAD
+    )
+
+
+def value_size(v: Any) -> int:
+    """Size as cel-go's cost tracker sees it: length of strings, bytes, lists, maps; 1 otherwise."""
+    t = type(v)
+    if t is str or t is list or t is dict or t is bytes or t is tuple:
+        return len(v)
+    if isinstance(v, (str, list, tuple, Mapping)):
+        return len(v)
+    return 1
+
+
+def format_double(f: float) -> str:
+    """Format like Go's ``%g`` (shortest representation), as cel-go's ``string(double)``."""
+    if f != f:
+        return "NaN"
+    if math.isinf(f):
+        return "+Inf" if f > 0 else "-Inf"
+    if f == 0.0:
+        return "-0" if math.copysign(1.0, f) < 0 else "0"
+    sign, digit_tuple, exp = Decimal(repr(f)).as_tuple()
+    assert isinstance(exp, int)
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    exp += len("".join(map(str, digit_tuple))) - len(digits)
+    nd = len(digits)
+    dp = nd + exp  # position of the decimal point relative to the digit string
+    x = dp - 1
+    neg = "-" if sign else ""
+    if x < -4 or x >= 6:
+        mant = digits[0] + ("." + digits[1:] if nd > 1 else "")
+        return f"{neg}{mant}e{'+' if x >= 0 else '-'}{abs(x):02d}"
+    if dp <= 0:
+        return f"{neg}0.{'0' * (-dp)}{digits}"
+    if dp >= nd:
+        return f"{neg}{digits}{'0' * (dp - nd)}"
+    return f"{neg}{digits[:dp]}.{digits[dp:]}"
+
+
+def check_int(v: int) -> int:
+    """Raise ``overflow`` if ``v`` is outside int64."""
+    if INT64_MIN <= v <= INT64_MAX:
+        return v
+    raise CELEvalError("integer overflow", "overflow")
+
+
+def check_uint(v: int) -> UInt:
+    if 0 <= v <= UINT64_MAX:
+        return UInt(v)
+    raise CELEvalError("unsigned integer overflow", "overflow")
