@@ -21,7 +21,7 @@ import re2
 
 from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
-from .quantity import Quantity
+from .quantity import Quantity, as_quantity
 from .semver import Semver
 from .types import Ty
 from .values import (
@@ -580,10 +580,12 @@ def _is_semver(s: Any, normalize: Any = False) -> bool:
 
 
 def _ordered_pair(name: str, a: Any, b: Any) -> int:
-    if type(a) is Quantity and type(b) is Quantity:
-        return a.compare(b)
     if type(a) is Semver and type(b) is Semver:
         return a.compare(b)
+    qa = as_quantity(a)
+    qb = as_quantity(b)
+    if qa is not None and qb is not None:
+        return qa.compare(qb)
     nso(name, a, b)
 
 
@@ -599,42 +601,51 @@ def _compare_to(a: Any, b: Any) -> int:
     return _ordered_pair("compareTo", a, b)
 
 
+def _q_operand(name: str, a: Any, b: Any) -> tuple[Quantity, Quantity | int]:
+    qa = as_quantity(a)
+    if qa is not None:
+        if type(b) is int:
+            return qa, b
+        qb = as_quantity(b)
+        if qb is not None:
+            return qa, qb
+    nso(name, a, b)
+
+
 def _q_add(a: Any, b: Any) -> Quantity:
-    if type(a) is Quantity and (type(b) is Quantity or type(b) is int):
-        return a + b
-    nso("add", a, b)
+    qa, qb = _q_operand("add", a, b)
+    return qa + qb
 
 
 def _q_sub(a: Any, b: Any) -> Quantity:
-    if type(a) is Quantity and (type(b) is Quantity or type(b) is int):
-        return a - b
-    nso("sub", a, b)
+    qa, qb = _q_operand("sub", a, b)
+    return qa - qb
+
+
+def _q_of(name: str, q: Any) -> Quantity:
+    qq = as_quantity(q)
+    if qq is None:
+        nso(name, q)
+    return qq
 
 
 def _q_as_integer(q: Any) -> int:
-    if type(q) is not Quantity:
-        nso("asInteger", q)
-    if not q.is_integer():
+    qq = _q_of("asInteger", q)
+    if not qq.is_integer():
         raise CELEvalError("cannot convert value to integer", OVERFLOW)
-    return q.as_int()
+    return qq.as_int()
 
 
 def _q_as_float(q: Any) -> float:
-    if type(q) is not Quantity:
-        nso("asApproximateFloat", q)
-    return q.as_approximate_float()
+    return _q_of("asApproximateFloat", q).as_approximate_float()
 
 
 def _q_is_integer(q: Any) -> bool:
-    if type(q) is not Quantity:
-        nso("isInteger", q)
-    return q.is_integer()
+    return _q_of("isInteger", q).is_integer()
 
 
 def _q_sign(q: Any) -> int:
-    if type(q) is not Quantity:
-        nso("sign", q)
-    return q.sign()
+    return _q_of("sign", q).sign()
 
 
 def _semver_part(name: str) -> Callable[[object], int]:

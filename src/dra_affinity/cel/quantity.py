@@ -24,7 +24,7 @@ comparison and hashing are exact; ``Quantity.parse("1k") == Quantity.parse("1000
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Final, Literal, final
+from typing import Final, Literal, cast, final
 
 Format = Literal["BinarySI", "DecimalSI", "DecimalExponent"]
 
@@ -32,6 +32,7 @@ BINARY_SI: Final = "BinarySI"
 DECIMAL_SI: Final = "DecimalSI"
 DECIMAL_EXPONENT: Final = "DecimalExponent"
 
+_FORMATS: Final = frozenset({BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENT})
 _NANO: Final = 10**9
 _MAX_ALLOWED: Final = 2**63 - 1
 # Bound on decimal exponents. Kubernetes keeps an arbitrary-precision decimal
@@ -117,6 +118,23 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def as_quantity(v: object) -> Quantity | None:
+    """``v`` as a :class:`Quantity`, accepting other exact quantity types.
+
+    Objects with an exact ``value`` (``Fraction`` or ``int``) and a Kubernetes
+    ``format`` attribute are converted, so callers may bind their own quantity
+    type into a CEL activation. Anything else gives ``None``.
+    """
+    if type(v) is Quantity:
+        return v
+    value = getattr(v, "value", None)
+    fmt = getattr(v, "format", None)
+    if isinstance(value, (Fraction, int)) and not isinstance(value, bool) and fmt in _FORMATS:
+        frac = Fraction(value)
+        return Quantity(_ceil_div(frac.numerator * _NANO, frac.denominator), cast(Format, fmt))
+    return None
+
+
 @final
 class Quantity:
     """An exact Kubernetes resource quantity. Immutable and hashable."""
@@ -147,6 +165,8 @@ class Quantity:
         if not s:
             raise ValueError("invalid quantity '': quantities must not be empty")
         positive, num, denom, suffix = _split(s)
+        if len(num) + len(denom) > 400:
+            raise ValueError(f"invalid quantity {s[:40]!r}...: too many digits")
         base, exp, fmt = _interpret_suffix(s, suffix)
         if fmt == DECIMAL_EXPONENT and exp + len(num) > _MAX_EXPONENT:
             raise ValueError(f"invalid quantity {s!r}: value too large")
@@ -164,7 +184,7 @@ class Quantity:
         # Kubernetes rounds non-zero values up to the smallest representable
         # amount (1n) so that "a little" never becomes nothing.
         nanos = _ceil_div(value.numerator * _NANO, value.denominator)
-        if fmt != DECIMAL_EXPONENT and nanos > _MAX_ALLOWED * _NANO:
+        if fmt == BINARY_SI and nanos > _MAX_ALLOWED * _NANO:
             nanos = _MAX_ALLOWED * _NANO
         return cls(nanos if positive else -nanos, fmt)
 

@@ -22,6 +22,8 @@ def _parse_number(part: str, what: str, s: str) -> int:
         raise ValueError(f"invalid semver {s!r}: invalid character(s) in {what} number {part!r}")
     if len(part) > 1 and part[0] == "0":
         raise ValueError(f"invalid semver {s!r}: {what} number must not contain leading zeroes")
+    if len(part) > 20:
+        raise ValueError(f"invalid semver {s!r}: {what} number out of range")
     value = int(part)
     if value > _UINT64_MAX:
         raise ValueError(f"invalid semver {s!r}: {what} number out of range")

@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Any, Final, final
 
 from .errors import NO_SUCH_OVERLOAD, CELEvalError
-from .quantity import Quantity
+from .quantity import Quantity, as_quantity
 from .semver import Semver
 
 INT64_MIN: Final = -(2**63)
@@ -153,6 +153,8 @@ def cel_type_of(value: Any) -> CelType:
         return T_LIST
     if isinstance(value, str):
         return T_STRING
+    if as_quantity(value) is not None:
+        return T_QUANTITY
     raise CELEvalError(f"unsupported value type {type(value).__name__}", NO_SUCH_OVERLOAD)
 
 
@@ -225,6 +227,10 @@ def cel_eq(a: Any, b: Any) -> bool:
         return bool(a == b)
     if ta is CelType and tb is CelType:
         return bool(a == b)
+    qa = as_quantity(a)
+    if qa is not None:
+        qb = as_quantity(b)
+        return qb is not None and qa == qb
     return False
 
 
