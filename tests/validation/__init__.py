@@ -1,0 +1,1 @@
+"""Tests of dra_affinity.validation (a package so helper imports are relative)."""
