@@ -1,0 +1,136 @@
+"""The DRASharingAffinity gate on the API server's write path (KEP-5981 Upgrade/Downgrade)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_affinity.api.resource import ResourceSlice
+from dra_affinity.validation import AdmissionResult, admit
+
+from .manifests import (
+    PKEY_EXPR,
+    SUBNET_EXPR,
+    device_slice,
+    meta_slice,
+    mutated,
+    parse,
+    resource_claim,
+)
+
+ON = {"DRASharingAffinity": True}
+OFF = {"DRASharingAffinity": False}
+
+
+def _slice(result: AdmissionResult) -> ResourceSlice:
+    assert result.errors == [], [e.render() for e in result.errors]
+    assert isinstance(result.object, ResourceSlice)
+    return result.object
+
+
+def test_gate_off_create_drops_field_with_warning() -> None:
+    obj = parse(meta_slice())
+    before = obj.to_dict()
+    res = admit(obj, gates=OFF)
+    stored = _slice(res)
+    assert stored.spec.sharing_affinity is None
+    assert "sharingAffinity" not in stored.to_dict()["spec"]
+    assert len(res.warnings) == 1
+    assert "DRASharingAffinity" in res.warnings[0]
+    assert "spec.sharingAffinity" in res.warnings[0]
+    assert obj.to_dict() == before  # the input is never mutated
+
+
+def test_gate_off_create_drops_even_an_invalid_field() -> None:
+    entries = [(f"k{i}", "1 +") for i in range(9)]
+    res = admit(parse(meta_slice(extractors=entries)), gates=OFF)
+    assert _slice(res).spec.sharing_affinity is None
+    assert res.warnings
+
+
+def test_gate_off_create_without_the_field_is_silent() -> None:
+    res = admit(parse(device_slice()), gates=OFF)
+    assert _slice(res).to_dict() == parse(device_slice()).to_dict()
+    assert res.warnings == []
+
+
+def test_gate_off_update_keeps_existing_field_including_changes() -> None:
+    old = _slice(admit(parse(meta_slice()), gates=ON))
+    changed = parse(meta_slice(extractors=[("subnet", SUBNET_EXPR), ("pkey", PKEY_EXPR)]))
+    res = admit(changed, old, gates=OFF)
+    stored = _slice(res)
+    assert stored.spec.sharing_affinity is not None
+    assert [e.name for e in stored.spec.sharing_affinity] == ["subnet", "pkey"]
+    assert res.warnings == []
+
+
+def test_gate_off_update_kept_field_is_still_validated() -> None:
+    old = _slice(admit(parse(meta_slice()), gates=ON))
+    bad = parse(meta_slice(extractors=[("subnet", "1 + 2")]))
+    res = admit(bad, old, gates=OFF)
+    assert res.object is None
+    assert [e.path for e in res.errors] == ["spec.sharingAffinity[0].expression"]
+
+
+@pytest.mark.parametrize("value", [None, []])
+def test_gate_off_update_to_null_clears(value: object) -> None:
+    old = _slice(admit(parse(meta_slice()), gates=ON))
+    cleared = mutated(meta_slice(), lambda m: m["spec"].__setitem__("sharingAffinity", value))
+    stored = _slice(admit(parse(cleared), old, gates=OFF))
+    assert not stored.spec.sharing_affinity
+
+
+def test_gate_off_update_absent_clears() -> None:
+    old = _slice(admit(parse(meta_slice()), gates=ON))
+    cleared = mutated(meta_slice(), lambda m: m["spec"].pop("sharingAffinity"))
+    stored = _slice(admit(parse(cleared), old, gates=OFF))
+    assert stored.spec.sharing_affinity is None
+
+
+def test_gate_off_update_of_slice_without_field_drops_with_warning() -> None:
+    plain = mutated(meta_slice(), lambda m: m["spec"].pop("sharingAffinity"))
+    old = _slice(admit(parse(plain), gates=OFF))
+    res = admit(parse(meta_slice()), old, gates=OFF)
+    assert _slice(res).spec.sharing_affinity is None
+    assert any("DRASharingAffinity" in w and "spec.sharingAffinity" in w for w in res.warnings)
+
+
+def test_gate_off_update_of_slice_with_empty_list_drops() -> None:
+    empty = mutated(meta_slice(), lambda m: m["spec"].__setitem__("sharingAffinity", []))
+    old = _slice(admit(parse(empty), gates=ON))
+    res = admit(parse(meta_slice()), old, gates=OFF)
+    assert _slice(res).spec.sharing_affinity is None
+    assert res.warnings
+
+
+def test_gate_on_stores_as_is_as_a_deep_copy() -> None:
+    obj = parse(meta_slice())
+    res = admit(obj, gates=ON)
+    stored = _slice(res)
+    assert stored == obj and stored is not obj
+    assert stored.spec.sharing_affinity is not obj.spec.sharing_affinity
+    assert res.warnings == []
+
+
+def test_gate_defaults_to_enabled() -> None:
+    stored = _slice(admit(parse(meta_slice()), gates={}))
+    assert stored.spec.sharing_affinity
+
+
+def test_validation_errors_store_nothing() -> None:
+    bad = mutated(device_slice(), lambda m: m["spec"].__setitem__("driver", ""))
+    res = admit(parse(bad), gates=ON)
+    assert res.object is None and not res.ok
+    assert [e.path for e in res.errors] == ["spec.driver"]
+
+
+def test_other_kinds_are_validated_and_copied() -> None:
+    claim = parse(resource_claim())
+    res = admit(claim, gates=OFF)
+    assert res.ok and res.object == claim and res.object is not claim
+    bad = mutated(
+        resource_claim(),
+        lambda m: m["spec"]["devices"]["requests"][0]["exactly"].__setitem__("deviceClassName", ""),
+    )
+    res = admit(parse(bad), gates=ON)
+    assert res.object is None
+    assert [e.path for e in res.errors] == ["spec.devices.requests[0].exactly.deviceClassName"]
