@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra_affinity.api.io import FieldError, ManifestError
@@ -113,16 +113,6 @@ def mutated_manifest(draw: st.DrawFn) -> Manifest:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_manifest(), st.booleans())
 def test_mutations_never_crash(data: Manifest, gate: bool) -> None:
-    meta = data.get("metadata")
-    # Known api.io bug: object_ref() concatenates a non-string namespace and raises
-    # TypeError instead of ManifestError. Reported; remove once fixed.
-    assume(
-        not (
-            isinstance(meta, dict)
-            and meta.get("namespace")
-            and not isinstance(meta["namespace"], str)
-        )
-    )
     try:
         obj = parse(data)
     except ManifestError:

@@ -285,11 +285,12 @@ def object_ref(data: Any) -> str | None:
     meta = data.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     ns = meta.get("namespace") if isinstance(meta, Mapping) else None
-    if kind is None:
+    if not isinstance(kind, str):
         return None
-    if name is None:
+    if not isinstance(name, str):
         return f"({kind})"
-    return f"({kind} {ns + '/' if ns else ''}{name})"
+    prefix = f"{ns}/" if isinstance(ns, str) and ns else ""
+    return f"({kind} {prefix}{name})"
 
 
 def parse_object(

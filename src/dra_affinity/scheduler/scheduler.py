@@ -430,6 +430,14 @@ class Scheduler:
             extract=cyc.memo, selector_matches=self._selector_fn, counters=cyc.counters)
         return alloc.allocate(cyc.to_allocate)
 
+    def _filter_node_safe(self, cyc: _Cycle, node: str, snap: Snapshot) -> dict[str, Any]:
+        """Whole-node verdict for explain: never raises, never changes state or metrics."""
+        try:
+            res = self._filter_node(cyc, node, snap, self.state)
+        except Abort as a:
+            return {"fits": False, "result": a.result.value, "reasons": [a.reason.as_dict()]}
+        return {"fits": res.ok, "reasons": [r.as_dict() for r in res.reasons]}
+
     def _filter(self, cyc: _Cycle, state: AllocatedState) -> None:
         snap = self.snapshot()
         t0 = time.perf_counter()
@@ -537,14 +545,14 @@ class Scheduler:
             written.append(new)
             if new.status.allocation is not None:
                 out.extend(_allocation_rows(new))
-        self.cluster.bind(cyc.pod, node, written)
+        # Record first: the cluster's change notification must find the cache already in sync.
+        for c in written:
+            self._recorded[f"{c.namespace}/{c.name}"] = _result_tuples(c)
         for s in cyc.chosen.shares:
             self.state.commit(s.device.id, s.claim)
             if s.reused_lock:
                 self.metrics.compatible_reuse.inc()
-        for c in written:
-            ckey = f"{c.namespace}/{c.name}"
-            self._recorded[ckey] = _result_tuples(c)
+        self.cluster.bind(cyc.pod, node, written)
         return out
 
     # ================================================================== entry points

@@ -109,7 +109,10 @@ class Cluster:
 
     def node_labels(self, name: str) -> dict[str, str]:
         n = self._objects["Node"].get(name)
-        return dict(n.metadata.labels) if n is not None else {}
+        labels = dict(n.metadata.labels) if n is not None else {}
+        # Every kubelet sets this label; nodes inferred from slices get it too.
+        labels.setdefault("kubernetes.io/hostname", name)
+        return labels
 
     # ------------------------------------------------------------------ writes
     def _stamp(self, obj: T, old: TypedObject | None) -> T:

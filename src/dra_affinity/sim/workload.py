@@ -1,0 +1,148 @@
+"""Generated workloads for benchmarks and property tests.
+
+N nodes, each with one metadata slice (subnet and pkey extractors) and one
+device slice of D multi-allocatable NICs with S slots; a stream of pods whose
+subnets follow a Zipf-like distribution over V values, with churn
+(deletions). Seeded and deterministic: the same spec gives the same stream.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dra_affinity.api.core import Pod
+from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
+
+DRIVER = "networking.example.com"
+SLOTS = f"{DRIVER}/slots"
+GUARD = 'object.apiVersion == "networking.example.com/v1" && object.kind == "NICConfig"'
+EXTRACTORS = (
+    ("subnet", f'{GUARD} ? object.subnetID : ""'),
+    ("pkey", f'{GUARD} ? object.ibPKey : ""'),
+)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    nodes: int = 500
+    devices_per_node: int = 8
+    slots: int = 4
+    values: int = 64  # distinct subnets (V)
+    zipf: float = 1.1  # skew exponent
+    churn: float = 0.05  # probability, after each placement, that a random running pod is deleted
+    fill: float = 0.9  # stop when this fraction of all slots is allocated
+    seed: int = 1
+    affinity: bool = True  # publish sharingAffinity (False: the baseline)
+    max_pods: int | None = None  # cap on scheduling attempts (scaling runs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def total_slots(self) -> int:
+        return self.nodes * self.devices_per_node * self.slots
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:05d}"
+
+
+def device_class() -> DeviceClass:
+    return DeviceClass.model_validate({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "shared-nic"},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+
+
+def slices(spec: WorkloadSpec, i: int) -> list[ResourceSlice]:
+    node = node_name(i)
+    count = 2 if spec.affinity else 1
+    out = []
+    if spec.affinity:
+        out.append(ResourceSlice.model_validate({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-meta"},
+            "spec": {"driver": DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
+                     "sharingAffinity": [{"name": n, "expression": e} for n, e in EXTRACTORS]}}))
+    out.append(ResourceSlice.model_validate({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-nics"},
+        "spec": {"driver": DRIVER, "nodeName": node,
+                 "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
+                 "devices": [{"name": f"nic{d}", "allowMultipleAllocations": True,
+                              "capacity": {SLOTS: {"value": str(spec.slots)}}}
+                             for d in range(spec.devices_per_node)]}}))
+    return out
+
+
+def zipf_weights(n: int, s: float) -> list[float]:
+    w = [1.0 / (k ** s) for k in range(1, n + 1)]
+    total = sum(w)
+    return [x / total for x in w]
+
+
+def pod_objects(name: str, value: int) -> tuple[ResourceClaim, Pod]:
+    claim = ResourceClaim.model_validate({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": f"{name}-nic", "namespace": "default"},
+        "spec": {"devices": {
+            "requests": [{"name": "nic", "exactly": {"deviceClassName": "shared-nic",
+                                                     "capacity": {"requests": {SLOTS: "1"}}}}],
+            "config": [{"requests": ["nic"], "opaque": {"driver": DRIVER, "parameters": {
+                "apiVersion": "networking.example.com/v1", "kind": "NICConfig",
+                "subnetID": f"subnet-{value:03d}", "ibPKey": f"0x{0x8000 + value:04x}",
+                "mtu": 9000}}}]}}})
+    pod = Pod.model_validate({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"resourceClaims": [{"name": "nic", "resourceClaimName": f"{name}-nic"}],
+                 "containers": [{"name": "app", "image": "registry.example/app"}]}})
+    return claim, pod
+
+
+@dataclass(frozen=True)
+class Arrival:
+    pod: str
+    value: int
+
+
+@dataclass(frozen=True)
+class Departure:
+    pod: str
+
+
+def stream(spec: WorkloadSpec) -> Iterator[Arrival | Departure]:
+    """Arrivals, with a departure after an arrival with probability ``churn``.
+
+    Departures pick a uniformly random earlier arrival still running (the
+    caller reports which are running through the generator's ``send``)."""
+    rng = random.Random(spec.seed)
+    weights = zipf_weights(spec.values, spec.zipf)
+    cum: list[float] = []
+    acc = 0.0
+    for w in weights:
+        acc += w
+        cum.append(acc)
+    running: list[str] = []
+    n = 0
+    while True:
+        r = rng.random()
+        lo, hi = 0, len(cum) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if cum[mid] < r:
+                lo = mid + 1
+            else:
+                hi = mid
+        name = f"pod-{n:07d}"
+        n += 1
+        placed = yield Arrival(name, lo)
+        if placed:
+            running.append(name)
+        if running and rng.random() < spec.churn:
+            j = rng.randrange(len(running))
+            running[j], running[-1] = running[-1], running[j]
+            yield Departure(running.pop())
