@@ -90,14 +90,17 @@ class Estimator:
         """Upper bound on the number of elements (iterations over the value)."""
         return min(sz.n, self.coll_bound) if sz.data else sz.n
 
-    def flat(self, sz: Sz, depth: int = 0) -> int:
-        """Upper bound on the elements inside nested containers (deep equality work)."""
+    def nested(self, sz: Sz, depth: int = 0) -> int:
+        """Upper bound on the summed sizes of the containers inside ``sz`` (deep equality)."""
         if sz.data:
-            return self.coll_bound
+            return self.coll_bound  # a JSON document holds no more elements in total
         inner = sz.elem if sz.elem is not None else sz.key
         if inner is None or depth > 8:
             return 0
-        return self.count(sz) * (1 + self.flat(inner, depth + 1))
+        if inner.data:
+            return self.coll_bound
+        own = inner.n if (inner.elem is not None or inner.key is not None) else 0
+        return self.count(sz) * (own + self.nested(inner, depth + 1))
 
     def traversal(self, sz: Sz, depth: int = 0) -> int:
         """Upper bound of Kubernetes' traversalCost for a value of this size."""
@@ -208,7 +211,7 @@ class Estimator:
         if op in ("==", "!="):
             cost = str_cost(min(s1.n, s2.n))
             if lt in containers and rt in containers:
-                cost += str_cost(min(self.flat(s1), self.flat(s2)))
+                cost += min(self.nested(s1), self.nested(s2))
             return base + cost, SCALAR
         if op in ("<", "<=", ">", ">="):
             sized = ("string", "bytes")
@@ -222,7 +225,7 @@ class Estimator:
             return base + 1, SCALAR
         cost = self.count(s2)
         if lt in containers:
-            cost += str_cost(self.count(s2) * (self.count(s1) + self.flat(s1)))
+            cost += self.count(s2) * (self.count(s1) + self.nested(s1))
         if rt == "dyn":
             cost = max(cost, 1)
         return base + cost, SCALAR

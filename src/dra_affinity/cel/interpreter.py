@@ -17,8 +17,8 @@ budget, so evaluation stops deterministically.
 Three charges go beyond cel-go, where its O(1) accounting hides O(n) work in a
 Python implementation; each keeps real work proportional to the budget:
 list concatenation also costs 0.1 per element copied, ``replace`` also costs
-0.1 per character it adds, and equality of nested lists/maps costs 0.1 per
-element compared below the top level. Flat values cost exactly as in cel-go.
+0.1 per character it adds, and equality of nested lists/maps also costs the
+size of every inner list/map compared. Flat values cost exactly as in cel-go.
 """
 
 from __future__ import annotations
@@ -60,13 +60,14 @@ MAP_CREATE_BASE_COST: Final = 30
 
 
 class Meter:
-    """Running cost of one evaluation."""
+    """Running cost of one evaluation (plus a per-evaluation cache for equality)."""
 
-    __slots__ = ("cost", "limit")
+    __slots__ = ("cost", "limit", "types")
 
     def __init__(self, limit: int) -> None:
         self.cost = 0
         self.limit = limit
+        self.types: dict[int, tuple[Any, frozenset[type], bool]] | None = None
 
 
 Env = dict[str, object]
@@ -133,47 +134,101 @@ def index_value(v: Any, k: Any) -> object:
 # -- equality with nested metering ------------------------------------------
 
 
+_PLAIN_TYPES: Final = frozenset({str, int, float, bool, bytes, type(None)})
+_NUMBERS: Final = frozenset({int, float})
+
+
+def _element_types(v: Any, m: Meter) -> tuple[frozenset[type], bool]:
+    """Element (or map value) types of a container, and whether its floats are NaN-free.
+
+    Cached per object for the evaluation (the cache keeps the object alive, so
+    its id cannot be reused); values are never mutated during evaluation.
+    """
+    cache = m.types
+    if cache is None:
+        cache = m.types = {}
+    hit = cache.get(id(v))
+    if hit is not None and hit[0] is v:
+        return hit[1], hit[2]
+    items = v.values() if type(v) is dict else v
+    types = frozenset(map(type, items))
+    if type(v) is dict and not set(map(type, v)) <= {str}:
+        types = types | {object}  # non-string keys: never take the shortcut
+    nan_free = True
+    if float in types and types <= _NUMBERS:
+        total = sum(items)
+        nan_free = total == total
+    elif float in types:
+        nan_free = False  # mixed with non-numbers: not worth a scan; use the slow path
+    cache[id(v)] = (v, types, nan_free)
+    return types, nan_free
+
+
+def _fast_flat_eq(x: Any, y: Any, m: Meter) -> bool | None:
+    """Equality at C speed when Python's ``==`` agrees with CEL's for every element pair.
+
+    That holds for flat lists (and str-keyed maps) of str, int, float, bool,
+    bytes and null, as long as bools never meet numbers and no NaN is
+    involved. ``None`` when the shortcut does not apply.
+    """
+    tx, ty = type(x), type(y)
+    if (tx is list or tx is tuple) and (ty is list or ty is tuple):
+        pass
+    elif tx is dict and ty is dict:
+        pass
+    else:
+        return None
+    types_x, ok_x = _element_types(x, m)
+    types_y, ok_y = _element_types(y, m)
+    both = types_x | types_y
+    if not (ok_x and ok_y and both <= _PLAIN_TYPES):
+        return None
+    if bool in both and (int in both or float in both):
+        return None
+    if x is y:
+        return True
+    if tx is not ty:
+        return bool(list(x) == list(y))
+    return bool(x == y)
+
+
 def deep_eq(a: Any, b: Any, m: Meter, free_levels: int) -> bool:
-    """CEL equality that charges 0.1 per element pair compared below ``free_levels``."""
-    count = 0
+    """CEL equality of containers; charges the size of every container below ``free_levels``.
+
+    cel-go charges equality by the top-level size only; comparing nested
+    containers element by element in Python is far slower than in Go, so
+    inner containers are charged by their size to keep the work
+    proportional to the budget.
+    """
 
     def rec(x: Any, y: Any, depth: int) -> bool:
-        nonlocal count
-        if is_list(x) and is_list(y):
-            xs: list[object] = x
-            ys: list[object] = y
-            if len(xs) != len(ys):
+        if is_list(x):
+            if not is_list(y):
                 return False
-            for xi, yi in zip(xs, ys, strict=True):
-                if depth >= free_levels:
-                    count += 1
-                    if count == 10:
-                        count = 0
-                        charge(m, 1)
+        elif is_map(x):
+            if not is_map(y):
+                return False
+        else:
+            return cel_eq(x, y)
+        if len(x) != len(y):
+            return False
+        if depth >= free_levels:
+            charge(m, len(x))
+        fast = _fast_flat_eq(x, y, m)
+        if fast is not None:
+            return fast
+        if is_list(x):
+            for xi, yi in zip(x, y, strict=True):
                 if not rec(xi, yi, depth + 1):
                     return False
             return True
-        if is_map(x) and is_map(y):
-            xm: Mapping[object, object] = x
-            ym: Mapping[object, object] = y
-            if len(xm) != len(ym):
+        for k, xv in x.items():
+            found, yv = map_lookup(y, k)
+            if not found or not rec(xv, yv, depth + 1):
                 return False
-            for k, xv in xm.items():
-                if depth >= free_levels:
-                    count += 1
-                    if count == 10:
-                        count = 0
-                        charge(m, 1)
-                found, yv = map_lookup(ym, k)
-                if not found or not rec(xv, yv, depth + 1):
-                    return False
-            return True
-        return cel_eq(x, y)
+        return True
 
-    result = rec(a, b, 0)
-    if count:
-        charge(m, 1)
-    return result
+    return rec(a, b, 0)
 
 
 def _is_container(v: Any) -> bool:

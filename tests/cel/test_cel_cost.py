@@ -1,0 +1,246 @@
+"""The cost model: runtime charges, budget enforcement, static estimates."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from cel_helpers import ev_cost
+
+from dra_affinity.cel import (
+    EXTRACTOR_ENV,
+    OPAQUE_PARAMETERS_MAX_LENGTH,
+    SHARING_AFFINITY_CEL_MAX_COST,
+    CELCostExceeded,
+    CELEvalError,
+)
+
+S95 = "s" * 95
+S99 = "a" * 99
+
+# (expression, object, runtime cost as cel-go's CostTracker counts it)
+RUNTIME_COSTS: list[tuple[str, object, int]] = [
+    ("1", None, 0),
+    ("'abc'", None, 0),
+    ("object", {}, 1),
+    ("object.kind", {"kind": "k"}, 2),
+    ("object.a.b", {"a": {"b": 1}}, 3),
+    ("object['a']['b']", {"a": {"b": 1}}, 3),
+    ("has(object.a)", {}, 2),
+    ("1 + 2", None, 1),
+    ("1 + 2 * 3", None, 2),
+    ("'abc' == 'abc'", None, 1),
+    ("'' == ''", None, 0),  # ceil(0 * 0.1)
+    ("object.s == 'x'", {"s": "y" * 100}, 3),
+    ("object.s == object.s", {"s": "y" * 100}, 14),  # 2 + 2 + ceil(100 * 0.1)
+    ("object.s + object.s", {"s": S95}, 23),  # 2 + 2 + ceil(190 * 0.1)
+    ("object.s < 'b'", {"s": S95}, 3),
+    ("2 in [1, 2, 3]", None, 13),  # list literal 10 + size of the list
+    ("'a' in {'a': 1}", None, 31),  # map literal 30 + 1
+    ("[1, 2, 3]", None, 10),
+    ("{'a': 1}", None, 30),
+    ("true && false", None, 0),
+    ("true ? object.a : 'x'", {"a": "b"}, 2),
+    ("'abc'.contains('b')", None, 1),
+    ("object.s.contains(object.s)", {"s": S99}, 104),  # 2 + 2 + ceil(9.9) * ceil(9.9)
+    ("object.s.startsWith('a')", {"s": S99}, 12),  # 2 + ceil(99 * 0.1)
+    ("object.s.matches('^a+$')", {"s": S99}, 12),  # 2 + ceil(100 * 0.1) * ceil(4 * 0.25)
+    ("object.s.find('a+')", {"s": S99}, 12),
+    ("size(object.s)", {"s": S99}, 3),
+    ("object.s.lowerAscii()", {"s": S99}, 12),  # 2 + ceil(99 * 0.1)
+    ("object.s.split('a')", {"s": S99}, 22),  # 2 + ceil(99 * 2 * 0.1)
+    ("['ab', 'cd'].join('-')", None, 11),  # 10 + ceil(5 * 2 * 0.1)
+    ("[1, 2, 3].sum()", None, 13),  # 10 + one per element
+    ("quantity('1Gi')", None, 1),
+    ("string(b'abc')", None, 1),
+    ("int('1')", None, 1),
+    # comprehensions follow cel-go's macro expansions
+    ("[1, 2, 3].all(x, x > 0)", None, 26),  # 10 + 3 * (2 + 1 + 2) + 1
+    ("[1, 2, 3].exists(x, x == 2)", None, 26),  # stops after the 2nd element
+    ("[1, 2, 3].exists_one(x, x == 2)", None, 10 + 3 * 2 + 1 + 2 + 1 + 2),
+    ("[1, 2, 3].map(x, x * 2)", None, 63),  # 10 + 10 + 3 * (2 + 12) + 1
+    ("[1, 2, 3].filter(x, x > 1)", None, 10 + 10 + 2 + 1 + 2 * (2 + 13) + 1),
+    ("[1, 2, 3].map(x, x > 1, x)", None, 10 + 10 + 2 + 1 + 2 * (2 + 1 + 12) + 1),
+    ("object.l.all(x, x >= 0)", {"l": list(range(10))}, 2 + 10 * 5 + 1),
+]
+
+
+@pytest.mark.parametrize(("expr", "obj", "cost"), RUNTIME_COSTS, ids=[r[0][:50] for r in RUNTIME_COSTS])
+def test_runtime_cost(expr: str, obj: object, cost: int) -> None:
+    _, actual = ev_cost(expr, {"object": obj})
+    assert actual == cost
+
+
+# Beyond cel-go: charges that keep Python work proportional to the budget.
+def test_list_concatenation_charges_the_copy() -> None:
+    _, cost = ev_cost("object.l + object.l", {"object": {"l": list(range(100))}})
+    assert cost == 2 + 2 + 1 + 20
+
+
+def test_replace_charges_growth() -> None:
+    _, small = ev_cost("object.s.replace('a', 'b')", {"object": {"s": "a" * 100}})
+    _, big = ev_cost("object.s.replace('a', object.r)", {"object": {"s": "a" * 100, "r": "x" * 1000}})
+    assert small == 2 + 20
+    assert big == 2 + 2 + 20 + 9990
+
+
+def test_nested_equality_charges_inner_elements() -> None:
+    flat = {"a": list(range(100)), "b": list(range(100))}
+    _, cost_flat = ev_cost("object.a == object.b", {"object": flat})
+    assert cost_flat == 2 + 2 + 10
+    nested = {"a": [list(range(100))] * 10, "b": [list(range(100))] * 10}
+    _, cost_nested = ev_cost("object.a == object.b", {"object": nested})
+    assert cost_nested == 2 + 2 + 1 + 1000  # top level as cel-go, plus 1 per inner element
+
+
+def test_cost_is_deterministic() -> None:
+    obj = {"l": list(range(50)), "s": "x" * 300, "m": {str(i): i for i in range(30)}}
+    expr = "object.l.filter(x, x % 3 == 0).map(x, string(x) + object.s).exists(s, s.contains('9x')) && object.m.all(k, object.m[k] >= 0)"
+    results = {ev_cost(expr, {"object": obj}) for _ in range(5)}
+    assert len(results) == 1
+
+
+def test_budget_exceeded_just_over_budget() -> None:
+    prog = EXTRACTOR_ENV.compile("[1, 2, 3].all(x, x > 0)")
+    assert prog.evaluate({}, 26) == (True, 26)
+    with pytest.raises(CELCostExceeded) as info:
+        prog.evaluate({}, 25)
+    assert info.value.reason == "cost_exceeded"
+    assert info.value.cost == 26
+    assert info.value.budget == 25
+    assert isinstance(info.value, CELEvalError)
+
+
+def test_budget_zero() -> None:
+    prog = EXTRACTOR_ENV.compile("object.a")
+    with pytest.raises(CELCostExceeded):
+        prog.evaluate({"object": {"a": 1}}, 0)
+    assert EXTRACTOR_ENV.compile("'const'").evaluate({}, 0) == ("const", 0)
+
+
+def test_cost_exceeded_is_not_absorbed_by_logic() -> None:
+    prog = EXTRACTOR_ENV.compile("object.l.all(x, object.l.all(y, x + y >= 0)) || true")
+    with pytest.raises(CELCostExceeded):
+        prog.evaluate({"object": {"l": list(range(100))}}, 1000)
+    prog = EXTRACTOR_ENV.compile("[1, 2].exists(x, object.l.all(a, a >= 0))")
+    with pytest.raises(CELCostExceeded):
+        prog.evaluate({"object": {"l": list(range(1000))}}, 1000)
+
+
+PATHOLOGICAL = "object.l.all(a, object.l.all(b, object.l.all(c, a + b + c >= 0)))"
+
+
+def test_pathological_expression_is_cut_off_quickly_and_deterministically() -> None:
+    prog = EXTRACTOR_ENV.compile(PATHOLOGICAL)
+    act = {"object": {"l": list(range(300))}}
+    costs = []
+    start = time.perf_counter()
+    for _ in range(2):
+        with pytest.raises(CELCostExceeded) as info:
+            prog.evaluate(act, SHARING_AFFINITY_CEL_MAX_COST)
+        costs.append(info.value.cost)
+    elapsed = (time.perf_counter() - start) / 2
+    assert costs[0] == costs[1]
+    assert SHARING_AFFINITY_CEL_MAX_COST < costs[0] <= SHARING_AFFINITY_CEL_MAX_COST + 10
+    assert elapsed < 1.0
+
+
+def test_memory_blowup_is_bounded_by_budget() -> None:
+    # cel-go treats list concatenation as O(1); a copying implementation must not.
+    expr = "object.l.map(x, object.l + object.l + object.l + object.l).size()"
+    prog = EXTRACTOR_ENV.compile(expr)
+    start = time.perf_counter()
+    with pytest.raises(CELCostExceeded):
+        prog.evaluate({"object": {"l": list(range(5000))}}, SHARING_AFFINITY_CEL_MAX_COST)
+    assert time.perf_counter() - start < 2.0
+    nested_eq = "object.l.map(x, object.l) == object.l.map(x, object.l)"
+    start = time.perf_counter()
+    with pytest.raises(CELCostExceeded):
+        EXTRACTOR_ENV.compile(nested_eq).evaluate({"object": {"l": list(range(5000))}}, SHARING_AFFINITY_CEL_MAX_COST)
+    assert time.perf_counter() - start < 2.0
+
+
+# -- static estimates ----------------------------------------------------------
+
+EXTRACTOR = (
+    'object.apiVersion == "networking.example.com/v1" && object.kind == "NICConfig" ? object.subnetID : ""'
+)
+
+
+def test_estimate_of_the_kep_extractor() -> None:
+    est = EXTRACTOR_ENV.compile(EXTRACTOR).cost_estimate
+    assert est.min == 6  # selections only: data-sized comparisons cost 0 at size 0
+    assert est.max == 10  # comparisons bounded by the literal lengths
+    obj = {"apiVersion": "networking.example.com/v1", "kind": "NICConfig", "subnetID": "subnet-A"}
+    _, cost = EXTRACTOR_ENV.compile(EXTRACTOR).evaluate({"object": obj}, 100)
+    assert est.min <= cost <= est.max
+
+
+LITERAL_EXACT = [
+    "1 + 2",
+    "'abc' + 'def' == 'abcdef'",
+    "[1, 2, 3].map(x, x * 2)",
+    "[1, 2, 3].all(x, x > 0)",
+    "[1, 2, 3].filter(x, true)",
+    "['a', 'bb'].join(',')",
+    "[1, 2, 3, 4].all(a, [1, 2, 3, 4].all(b, a + b > 0))",
+    "{'a': 1, 'b': 2}.all(k, k.size() == 1)",
+    "'abcdef'.matches('c.e')",
+    "[[1, 2], [3, 4]] == [[1, 2], [3, 4]]",
+]
+
+
+@pytest.mark.parametrize("expr", LITERAL_EXACT)
+def test_estimates_of_literal_expressions_are_exact(expr: str) -> None:
+    prog = EXTRACTOR_ENV.compile(expr)
+    _, cost = prog.evaluate({}, 10**7)
+    assert prog.cost_estimate.min == prog.cost_estimate.max == cost
+
+
+def test_triple_nested_literal_comprehension_has_min_over_budget() -> None:
+    lit = "[" + ", ".join(str(i) for i in range(200)) + "]"
+    expr = f"{lit}.all(a, {lit}.all(b, {lit}.all(c, a + b + c >= 0)))"
+    est = EXTRACTOR_ENV.compile(expr).cost_estimate
+    assert est.min > SHARING_AFFINITY_CEL_MAX_COST
+    assert est.min == est.max
+    # 10 + 200 * (3 + inner) + 1 with inner = 10 + 200 * (3 + (10 + 200 * 9 + 1)) + 1
+    inner = 10 + 200 * 9 + 1
+    middle = 10 + 200 * (3 + inner) + 1
+    assert est.min == 10 + 200 * (3 + middle) + 1
+
+
+def test_estimate_of_comprehension_over_object() -> None:
+    est = EXTRACTOR_ENV.compile(PATHOLOGICAL).cost_estimate
+    assert est.min == 3  # range selection + result; no iterations at size 0
+    n = OPAQUE_PARAMETERS_MAX_LENGTH // 2
+    assert est.max >= n**3
+    deep = "object.l.all(a, " * 6 + "true" + ")" * 6
+    assert EXTRACTOR_ENV.compile(deep).cost_estimate.max == 2**63 - 1
+
+
+def test_estimate_max_bounds_data_sizes() -> None:
+    est = EXTRACTOR_ENV.compile("object.s.contains('x')").cost_estimate
+    assert est.min == 2
+    assert est.max == 2 + (OPAQUE_PARAMETERS_MAX_LENGTH // 10) * 1
+    est = EXTRACTOR_ENV.compile("object.a + object.b").cost_estimate
+    assert est.max >= 2 + 2 + 2 * OPAQUE_PARAMETERS_MAX_LENGTH // 10
+
+
+@pytest.mark.parametrize(
+    ("expr", "obj"),
+    [
+        (EXTRACTOR, {"apiVersion": "networking.example.com/v1", "kind": "NICConfig", "subnetID": "x" * 500}),
+        ("object.l.map(x, x + 'suffix').join(',')", {"l": ["item"] * 200}),
+        ("object.l.exists(x, x.startsWith(object.p))", {"l": ["abc"] * 100, "p": "zz"}),
+        ("object.m.all(k, object.m[k] == 'v')", {"m": {str(i): "v" for i in range(100)}}),
+        ("object.s.split(',').filter(p, p != '').size() > 2", {"s": ",".join("x" * 10 for _ in range(100))}),
+        ("object.l == object.l", {"l": [[1, 2, 3]] * 50}),
+        ("[object.a] + [object.b] == [1, 2]", {"a": 1, "b": 2}),
+        ("object.s.replace('a', 'bb').size()", {"s": "a" * 300}),
+        ("object.l.sum() + object.l.max()", {"l": list(range(300))}),
+    ],
+)
+def test_runtime_cost_never_exceeds_estimate_max(expr: str, obj: object) -> None:
+    prog = EXTRACTOR_ENV.compile(expr)
+    _, cost = prog.evaluate({"object": obj}, 10**8)
+    assert cost <= prog.cost_estimate.max
