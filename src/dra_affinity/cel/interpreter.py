@@ -172,11 +172,8 @@ def _fast_flat_eq(x: Any, y: Any, m: Meter) -> bool | None:
     involved. ``None`` when the shortcut does not apply.
     """
     tx, ty = type(x), type(y)
-    if (tx is list or tx is tuple) and (ty is list or ty is tuple):
-        pass
-    elif tx is dict and ty is dict:
-        pass
-    else:
+    lists = (tx is list or tx is tuple) and (ty is list or ty is tuple)
+    if not lists and not (tx is dict and ty is dict):
         return None
     types_x, ok_x = _element_types(x, m)
     types_y, ok_y = _element_types(y, m)
@@ -218,10 +215,7 @@ def deep_eq(a: Any, b: Any, m: Meter, free_levels: int) -> bool:
         if fast is not None:
             return fast
         if is_list(x):
-            for xi, yi in zip(x, y, strict=True):
-                if not rec(xi, yi, depth + 1):
-                    return False
-            return True
+            return all(rec(xi, yi, depth + 1) for xi, yi in zip(x, y, strict=True))
         for k, xv in x.items():
             found, yv = map_lookup(y, k)
             if not found or not rec(xv, yv, depth + 1):
