@@ -31,13 +31,22 @@ def _console() -> Console:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="dra-affinity")
-def main() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Print scheduler warnings (logs) on stderr.")
+def main(verbose: bool) -> None:
     """Kubernetes DRA with Sharing Affinity (KEP-5981): simulate, validate, explain.
 
     \b
     Example:
       dra-affinity simulate examples/story-3-subnet.yaml
     """
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("dra_affinity")
+    root.handlers[:] = [handler] if verbose else [logging.NullHandler()]
+    root.propagate = False
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 @main.command()
@@ -99,6 +108,192 @@ def metrics(file: str) -> None:
         _fail_input(e)
     sim.run()
     click.echo(sim.metrics.exposition(), nl=False)
+
+
+def _scenario_sim(file: str, at_step: int | None) -> Any:
+    from dra_affinity.sim.scenario import load_scenario
+    from dra_affinity.tools import run_until
+
+    try:
+        sc = load_scenario(file)
+        if at_step is not None and not 0 <= at_step <= len(sc.spec.steps):
+            _fail_input(f"{file}: --at-step {at_step} is outside 0..{len(sc.spec.steps)}")
+        return run_until(sc, at_step)
+    except ManifestError as e:
+        _fail_input(e)
+
+
+@main.command("eval")
+@click.option("--slice", "slice_files", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="File with the pool's metadata ResourceSlice(s); repeatable.")
+@click.option("--claim", "claim_file", required=True, type=click.Path(dir_okay=False),
+              help="File with a ResourceClaim (or ResourceClaimTemplate).")
+@click.option("--class", "class_files", multiple=True, type=click.Path(dir_okay=False),
+              help="File with DeviceClass(es) whose configs are in scope; repeatable.")
+@click.option("--request", default=None, help="Only this request (or subrequest req/sub).")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[str, ...],
+             request: str | None, output: str) -> None:
+    """Run a slice's sharingAffinity extractors against a claim's opaque configs.
+
+    Shows, per extractor and per in-scope opaque config, the value or the
+    classified error, then the request's effective affinity map or why
+    there is none. Exit status 0 when every request extracts keys, 1 otherwise.
+
+    \b
+    Example:
+      dra-affinity eval --slice meta-slice.yaml --claim claim.yaml --request nic
+    """
+    from dra_affinity.api.resource import DeviceClass, ResourceSlice
+    from dra_affinity.tools import claim_from, evaluate_extractors, load_one
+
+    try:
+        slices = [s for f in slice_files for s in load_one(f, ResourceSlice)]
+        classes = [c for f in class_files for c in load_one(f, DeviceClass)]
+        claim = claim_from(claim_file)
+    except ManifestError as e:
+        _fail_input(e)
+    if not any(s.spec.sharing_affinity for s in slices):  # type: ignore[attr-defined]
+        _fail_input(f"{', '.join(slice_files)}: no ResourceSlice with spec.sharingAffinity")
+    try:
+        out = evaluate_extractors(slices, claim, classes, request)  # type: ignore[arg-type]
+    except ValueError as e:
+        _fail_input(f"{claim_file}: {e}")
+    ok = all(r["outcome"] == "OK" for p in out["pools"] for r in p["requests"])
+    if output == "json":
+        click.echo(_dump(out))
+    else:
+        from rich.table import Table
+
+        con = _console()
+        for p in out["pools"]:
+            for r in p["requests"]:
+                t = Table(title=f"pool {p['driver']}/{p['pool']} · claim {out['claim']} · request "
+                          f"{r['request']} (class {r['class']})", title_justify="left")
+                for col in ("key", "config", "value / error", "cost"):
+                    t.add_column(col, overflow="fold")
+                for row in r["evaluations"]:
+                    t.add_row(row["key"], row["config"], row.get("error") or row.get("display", ""),
+                              str(row.get("cost", "")))
+                if not r["evaluations"]:
+                    t.add_row("-", "(no opaque config in scope for this driver)", "", "")
+                con.print(t)
+                verdict = (f"effective affinity: {r['keys']}" if r["outcome"] == "OK"
+                           else f"{r['outcome']}: {r['message']}")
+                con.print(f"  → {verdict}\n")
+    sys.exit(EXIT_OK if ok else EXIT_EXPECTATION)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=False))
+@click.option("--together", is_flag=True,
+              help="Gather the slices of all files into one set of pools (default: per file).")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def validate(paths: tuple[str, ...], together: bool, output: str) -> None:
+    """Admission and pool validation over manifests (files or folders).
+
+    Every object is checked as the API server would (sharingAffinity limits,
+    CEL compile and cost, mutual exclusion with devices, ...), then slices are
+    gathered into pools and checked across slices (duplicate keys, combined
+    cost, completeness): per file, or across all files with --together (for
+    a driver's slices split over several files). Exit status 1 on any error
+    (warnings, such as an incomplete pool, do not count).
+
+    \b
+    Example:
+      dra-affinity validate examples/
+    """
+    from dra_affinity.tools import validate_paths
+
+    findings = validate_paths(list(paths), together=together)
+    errors = [f for f in findings if f.severity == "error"]
+    if output == "json":
+        click.echo(_dump({"errors": len(errors), "findings": [f.as_dict() for f in findings]}))
+    else:
+        for f in findings:
+            click.echo(f"{f.severity}: {f.render()}")
+        click.echo(f"{len(errors)} error(s), {len(findings) - len(errors)} warning(s)")
+    sys.exit(EXIT_EXPECTATION if errors else EXIT_OK)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--pod", required=True, help="Pod name or namespace/name.")
+@click.option("--at-step", type=int, default=None,
+              help="Explain the state before step N (default: after the last step).")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def explain(file: str, pod: str, at_step: int | None, output: str) -> None:
+    """Why a pod does or does not fit each candidate device at a point of a scenario.
+
+    For every node and every device: capacity, selectors, lock, strict gating,
+    unknown state, pool condition, or "Fits". Nothing is changed.
+
+    \b
+    Example:
+      dra-affinity explain examples/story-3-subnet.yaml --pod pod-e --at-step 6
+    """
+    from dra_affinity.tools import explain as do_explain
+
+    sim = _scenario_sim(file, at_step)
+    try:
+        out = do_explain(sim, pod)
+    except ValueError as e:
+        _fail_input(f"{file}: {e}")
+    if output == "json":
+        click.echo(_dump(out))
+        return
+    from rich.table import Table
+
+    con = _console()
+    if "boundTo" in out:
+        con.print(f"pod {out['pod']} is bound to {out['boundTo']}")
+        return
+    if "reason" in out:
+        con.print(f"pod {out['pod']}: {out['result']}: {out['reason']['code']}: {out['reason']['message']}")
+        return
+    for n in out["nodes"]:
+        t = Table(title=f"node {n['node']}: {'fits' if n['fits'] else 'does not fit'}",
+                  title_justify="left")
+        for col in ("claim", "request", "device", "verdict", "detail"):
+            t.add_column(col, overflow="fold")
+        for r in n["devices"]:
+            t.add_row(r["claim"], r["request"], r["device"], r["verdict"], r["message"])
+        for r in n.get("reasons", []):
+            if r.get("device") is None:
+                t.add_row("", "", "(node)", r["code"], r["message"])
+        con.print(t)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--at-step", type=int, default=None, help="State before step N (default: at the end).")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def locks(file: str, at_step: int | None, output: str) -> None:
+    """Effective per-device lock state (status, keys, holders) at a point of a scenario.
+
+    \b
+    Example:
+      dra-affinity locks examples/legacy-migration.yaml --at-step 8
+    """
+    from dra_affinity.tools import locks as do_locks
+
+    sim = _scenario_sim(file, at_step)
+    rows = do_locks(sim)
+    if output == "json":
+        click.echo(_dump({"devices": rows}))
+        return
+    from rich.table import Table
+
+    t = Table(title="device locks", title_justify="left")
+    for col in ("device", "status", "lock", "holders"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        lock = ", ".join(f"{k}={v}" for k, v in sorted(r["lock"].items()))
+        holders = "; ".join(f"{h['claim']}/{h['request']}" + (" (tentative)" if h["tentative"] else "")
+                            for h in r["holders"])
+        t.add_row(r["device"], r["status"] + (f" ({r['reason']})" if r.get("reason") else ""), lock,
+                  holders)
+    _console().print(t)
 
 
 if __name__ == "__main__":

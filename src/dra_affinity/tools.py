@@ -136,11 +136,22 @@ class Finding:
         return f"{self.source}: {self.object}: {where}{self.message}"
 
 
-def validate_paths(paths: Sequence[str]) -> list[Finding]:
-    """Admission validation of every object, then pool validation across all slices."""
+def validate_paths(paths: Sequence[str], *, together: bool = False) -> list[Finding]:
+    """Admission validation of every object, then pool validation per file (or across files)."""
+    files = manifest_files(paths)
+    if together:
+        return _validate_files(files)
+    out: list[Finding] = []
+    for f in files:
+        out.extend(_validate_files([f]))
+    return out
+
+
+def _validate_files(files: Sequence[str]) -> list[Finding]:
     findings: list[Finding] = []
     slices: list[tuple[Document, ResourceSlice]] = []
-    for path in manifest_files(paths):
+    seen: dict[tuple[str, str], str] = {}
+    for path in files:
         try:
             docs = read_documents(_read(path), path)
         except ManifestError as e:
@@ -162,6 +173,12 @@ def validate_paths(paths: Sequence[str]) -> list[Finding]:
             for fe in validate_object(obj):
                 findings.append(Finding(path, ref, fe.path, fe.message))
             if isinstance(obj, ResourceSlice):
+                k = (obj.kind, obj.metadata.name)
+                if k in seen:
+                    findings.append(Finding(path, ref, "metadata.name",
+                                            f"Duplicate value: also defined in {seen[k]}"))
+                    continue
+                seen[k] = f"{path} document {d.index}"
                 slices.append((d, obj))
     for pid, pool in gather_pools([s for _, s in slices]).items():
         ref = f"pool {pid[0]}/{pid[1]}"
