@@ -776,33 +776,27 @@ CASES: list[Case] = [
         devices=(D(E1, "Locked", {"subnet": "subnet-X", "pkey": "0x8001"}, ("default/pod-a-nic",)), D(E2, "Clean")),
     ),
     Case(
-        "admission-max-entries.yaml",
-        steps=(S(0, "Rejected"), S(1, "Rejected"), S(2, "Applied"), S(3, "Scheduled", N1, (E1,))),
-        devices=(D(E1, "Locked", X),),
-        extra=_rejected_mentions(0, 1),
-    ),
-    Case(
-        "admission-duplicate-names.yaml",
-        steps=(S(0, "Rejected"), S(1, "Scheduled", N1, (E1,))),
-        devices=(D(E1, "Locked", X),),
-        extra=_rejected_mentions(0),
-    ),
-    Case(
-        "admission-devices-and-affinity.yaml",
-        steps=(S(0, "Rejected"), S(1, "Rejected"), S(2, "Scheduled", N1, (E1,))),
-        devices=(D(E1, "Locked", X),),
-        extra=_all(_rejected_mentions(0, 1), _devices_absent(dev("eth1", N2), dev("eth2", N2), dev("eth9"))),
-    ),
-    Case(
-        "admission-broken-cel.yaml",
-        steps=(S(0, "Rejected"), S(1, "Rejected"), S(2, "Rejected"), S(3, "Scheduled", N1, (E1,))),
-        devices=(D(E1, "Locked", X),),
-        extra=_rejected_mentions(0, 1, 2, word="expression"),
-    ),
-    Case(
-        "admission-cost.yaml",
-        steps=(S(0, "Rejected"), S(1, "Applied"), S(2, "Scheduled", N1, (E1,))),
-        extra=_rejected_mentions(0, word="expression"),
+        "admission-validation.yaml",
+        steps=(
+            S(0, "Rejected"),
+            S(1, "Rejected"),
+            S(2, "Applied"),
+            S(3, "Rejected"),
+            S(4, "Rejected"),
+            S(5, "Rejected"),
+            S(6, "Rejected"),
+            S(7, "Rejected"),
+            S(8, "Rejected"),
+            S(9, "Rejected"),
+            S(10, "Applied"),
+            S(11, "Scheduled", N1, (E1,)),
+        ),
+        devices=(D(E1, "Locked", X, ("default/pod-a-nic",)),),
+        extra=_all(
+            _rejected_mentions(0, 1, 3, 4, 5),
+            _rejected_mentions(6, 7, 8, 9, word="expression"),
+            _devices_absent(dev("eth1", "node-3"), dev("eth2", "node-3"), dev("eth9")),
+        ),
     ),
     Case(
         "multi-request-no-cross-talk.yaml",
@@ -923,7 +917,7 @@ def test_scenario(case: Case) -> None:
 
 
 @pytest.mark.parametrize(
-    "file", ["reserve-conflict-concurrent.yaml", "malformed-config-not-object.yaml", "gate-toggled-on.yaml"]
+    "file", ["reserve-conflict-concurrent.yaml", "malformed-config-not-object.yaml"]
 )
 def test_deterministic(file: str) -> None:
     path = SCENARIOS / file
@@ -1078,9 +1072,7 @@ spec:
 BAD_INPUTS: dict[str, tuple[str, str | None]] = {
     # name: (file text, word the error message must name)
     "unknown-step-key": (BASE.replace("  - schedule: pod-a\n", "  - schedule: pod-a\n    retries: 3\n"), "retries"),
-    "unknown-step-kind": (BASE.replace("  - schedule: pod-a\n", "  - wait: 5\n  - schedule: pod-a\n"), "wait"),
     "unknown-expect-key": (BASE.replace("{result: Scheduled,", "{reslt: Scheduled,"), "reslt"),
-    "unknown-scenario-spec-key": (BASE.replace("spec:\n  steps:", "spec:\n  stepz: []\n  steps:"), "stepz"),
     "unknown-slice-field": (BASE.replace("  sharingAffinity:\n", "  sharingAfinity:\n"), "sharingAfinity"),
     "wrong-type": (
         BASE.replace("          deviceClassName: shared-nic\n", '          deviceClassName: shared-nic\n          count: "two"\n'),
