@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from dra_affinity.api.core import Pod
-from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from dra_affinity.api.resource import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
 from dra_affinity.sim.cluster import Cluster
 

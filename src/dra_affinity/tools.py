@@ -13,9 +13,21 @@ from typing import Any
 
 from dra_affinity.allocator.allocator import Counters, NodeAllocator
 from dra_affinity.allocator.model import Abort
-from dra_affinity.api.io import Document, FieldError, ManifestError, load_file, parse_object, read_documents
+from dra_affinity.api.io import (
+    Document,
+    FieldError,
+    ManifestError,
+    load_file,
+    parse_object,
+    read_documents,
+)
 from dra_affinity.api.meta import TypedObject
-from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from dra_affinity.api.resource import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from dra_affinity.cel import EXTRACTOR_ENV, CELError, Extractor, extract
 from dra_affinity.scheduler.extraction import scoped_configs
 from dra_affinity.sim.runner import Simulation
@@ -275,7 +287,7 @@ def locks(sim: Simulation) -> list[dict[str, Any]]:
 
 def load_one(path: str, kind: type[TypedObject]) -> list[TypedObject]:
     objs = [o for _, o in load_file(path) if isinstance(o, kind)]
-    return objs  # type: ignore[return-value]
+    return objs
 
 
 def claim_from(path: str) -> ResourceClaim:

@@ -24,7 +24,7 @@ from dra_affinity.api.meta import (
 )
 from dra_affinity.api.quantity import Quantity, q
 from dra_affinity.api.resource import *  # noqa: F403
-from dra_affinity.api.resource import __dict__ as _resource_ns
+from dra_affinity.api.resource import __all__ as _resource_all
 
 __all__ = [
     "KINDS",
@@ -51,4 +51,4 @@ __all__ = [
     "parse_object",
     "q",
     "read_documents",
-] + [n for n in _resource_ns if not n.startswith("_") and n[0].isupper()]
+] + list(_resource_all)

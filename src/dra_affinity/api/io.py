@@ -123,7 +123,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
+    _construct_mapping,
 )
 
 
@@ -174,8 +174,8 @@ def read_documents(text: str, source: str) -> list[Document]:
         problem = getattr(e, "problem", None) or str(e)
         context = getattr(e, "context", None)
         msg = f"malformed YAML: {problem}" + (f" ({context})" if context else "")
-        if line is not None:
-            msg += f" at line {line}, column {mark.column + 1}"
+        if mark is not None:
+            msg += f" at line {mark.line + 1}, column {mark.column + 1}"
         raise ManifestError(source, [FieldError("", msg)], line=line) from None
     except RecursionError:
         raise ManifestError(source, [FieldError("", "malformed YAML: nesting too deep")]) from None

@@ -128,7 +128,7 @@ class ResourceSliceSpec(K8sModel):
 
 
 class ResourceSlice(TypedObject):
-    api_version: Literal["resource.k8s.io/v1"] = GROUP_VERSION
+    api_version: Literal["resource.k8s.io/v1"] = "resource.k8s.io/v1"
     kind: Literal["ResourceSlice"] = "ResourceSlice"
     spec: ResourceSliceSpec
 
@@ -162,7 +162,7 @@ class DeviceClassSpec(K8sModel):
 
 
 class DeviceClass(TypedObject):
-    api_version: Literal["resource.k8s.io/v1"] = GROUP_VERSION
+    api_version: Literal["resource.k8s.io/v1"] = "resource.k8s.io/v1"
     kind: Literal["DeviceClass"] = "DeviceClass"
     spec: DeviceClassSpec = Field(default_factory=DeviceClassSpec)
 
@@ -279,7 +279,7 @@ class ResourceClaimStatus(K8sModel):
 
 
 class ResourceClaim(TypedObject):
-    api_version: Literal["resource.k8s.io/v1"] = GROUP_VERSION
+    api_version: Literal["resource.k8s.io/v1"] = "resource.k8s.io/v1"
     kind: Literal["ResourceClaim"] = "ResourceClaim"
     spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
     status: ResourceClaimStatus = Field(default_factory=ResourceClaimStatus)
@@ -296,6 +296,60 @@ class ResourceClaimTemplateSpec(K8sModel):
 
 
 class ResourceClaimTemplate(TypedObject):
-    api_version: Literal["resource.k8s.io/v1"] = GROUP_VERSION
+    api_version: Literal["resource.k8s.io/v1"] = "resource.k8s.io/v1"
     kind: Literal["ResourceClaimTemplate"] = "ResourceClaimTemplate"
     spec: ResourceClaimTemplateSpec = Field(default_factory=ResourceClaimTemplateSpec)
+
+__all__ = [
+    "ALLOCATION_RESULTS_MAX",
+    "AllocationResult",
+    "CELDeviceSelector",
+    "CEL_SELECTOR_EXPRESSION_MAX_LENGTH",
+    "CapacityRequestPolicy",
+    "CapacityRequestPolicyRange",
+    "CapacityRequirements",
+    "Counter",
+    "CounterSet",
+    "DEVICE_ATTRIBUTES_AND_CAPACITIES_MAX",
+    "DEVICE_CONFIG_MAX",
+    "DEVICE_CONSTRAINTS_MAX",
+    "DEVICE_REQUESTS_MAX",
+    "Device",
+    "DeviceAllocationConfiguration",
+    "DeviceAllocationResult",
+    "DeviceAttribute",
+    "DeviceCapacity",
+    "DeviceClaim",
+    "DeviceClaimConfiguration",
+    "DeviceClass",
+    "DeviceClassConfiguration",
+    "DeviceClassSpec",
+    "DeviceConstraint",
+    "DeviceCounterConsumption",
+    "DeviceRequest",
+    "DeviceRequestAllocationResult",
+    "DeviceSelector",
+    "DeviceSubRequest",
+    "DeviceTaint",
+    "DeviceToleration",
+    "ExactDeviceRequest",
+    "FIRST_AVAILABLE_MAX",
+    "GROUP_VERSION",
+    "OPAQUE_PARAMETERS_MAX_LENGTH",
+    "OpaqueDeviceConfiguration",
+    "RESERVED_FOR_MAX",
+    "RESOURCE_SLICE_MAX_DEVICES",
+    "ResourceClaim",
+    "ResourceClaimConsumerReference",
+    "ResourceClaimSpec",
+    "ResourceClaimStatus",
+    "ResourceClaimTemplate",
+    "ResourceClaimTemplateMeta",
+    "ResourceClaimTemplateSpec",
+    "ResourcePool",
+    "ResourceSlice",
+    "ResourceSliceSpec",
+    "SHARING_AFFINITY_CEL_MAX_COST",
+    "SHARING_AFFINITY_MAX_ENTRIES",
+    "SharingAffinityExtractor",
+]

@@ -694,10 +694,10 @@ def _allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
         if cls:
             by_class.setdefault(cls, []).append(req)
     for cls_name in sorted(by_class):
-        cls = classes.get(cls_name)
-        if cls is None:
+        dclass = classes.get(cls_name)
+        if dclass is None:
             continue
-        for cfg in cls.spec.config:
+        for cfg in dclass.spec.config:
             if cfg.opaque is not None:
                 out.append(DeviceAllocationConfiguration(source="FromClass", requests=by_class[cls_name],
                                                          opaque=cfg.opaque))

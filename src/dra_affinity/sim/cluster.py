@@ -84,7 +84,7 @@ class Cluster:
     def get(self, kind: str, key: str) -> TypedObject | None:
         return self._objects[kind].get(key)
 
-    def list(self, kind: str) -> list[TypedObject]:
+    def list_objects(self, kind: str) -> list[TypedObject]:
         return list(self._objects[kind].values())
 
     def items(self, kind: str) -> Iterator[tuple[str, TypedObject]]:
@@ -155,7 +155,9 @@ class Cluster:
         res = admit(obj, old, gates=self.apiserver_gates)
         if res.errors or res.object is None:
             return WriteResult(False, None, list(res.errors), list(res.warnings))
-        stored = self._stamp(res.object, old)
+        admitted = res.object
+        assert isinstance(admitted, TypedObject)
+        stored = self._stamp(admitted, old)
         # Status is written by controllers and the scheduler, not by apply, except
         # for objects given already allocated (the file's initial state).
         self._store(stored, old)
