@@ -27,7 +27,12 @@ Case, D, S = sc.Case, sc.D, sc.S
 EXAMPLES = sc.ROOT / "examples"
 NET = sc.NET
 RDMA, FPGA = "rdma.example.com", "fpga.example.com"
-M, NK, UR, CE = "AffinityLockMismatch", "AffinityNoKeys", "AffinityUnreconstructable", "AffinityCELError"
+M, NK, UR, CE = (
+    "AffinityLockMismatch",
+    "AffinityNoKeys",
+    "AffinityUnreconstructable",
+    "AffinityCELError",
+)
 LOCKED, UNRECON, REUSE, CONFLICT, NOKEYS = sc.LOCKED, sc.UNRECON, sc.REUSE, sc.CONFLICT, sc.NOKEYS
 
 
@@ -59,7 +64,12 @@ EXAMPLE_CASES: list[Case] = [
             S(2, "Scheduled", N1, (dev("eth1"),)),
             S(3, "Scheduled", N1, (dev("eth2"),)),
             S(5, "Scheduled", N2, (dev("eth1", N2),)),
-            S(6, "Unschedulable", on={M: (dev("eth1"), dev("eth2"))}, absent=("InsufficientCapacity", NK, CE)),
+            S(
+                6,
+                "Unschedulable",
+                on={M: (dev("eth1"), dev("eth2"))},
+                absent=("InsufficientCapacity", NK, CE),
+            ),
             S(9, "Scheduled", N1, (dev("eth2"),)),
         ),
         devices=(
@@ -85,7 +95,12 @@ EXAMPLE_CASES: list[Case] = [
             S(8, "Scheduled", GPU, (MLX1,)),
         ),
         devices=(
-            D(MLX0, "Locked", {"pkey": "0x8001"}, ("default/trainer-a-rdma", "default/trainer-b-rdma")),
+            D(
+                MLX0,
+                "Locked",
+                {"pkey": "0x8001"},
+                ("default/trainer-a-rdma", "default/trainer-b-rdma"),
+            ),
             D(MLX1, "Locked", {"pkey": "0x8003"}, ("default/trainer-d-rdma",)),
         ),
         metrics={LOCKED: 2, UNRECON: 0, REUSE: 1, CONFLICT: 4, NOKEYS: 0},
@@ -115,7 +130,9 @@ EXAMPLE_CASES: list[Case] = [
         ),
         metrics={LOCKED: 2, UNRECON: 0, REUSE: 3, CONFLICT: 5},
         # infer-crypto's claim names no capacity: the requestPolicy default (1 context) applies.
-        extra=sc._all(_consumed(0, {f"{FPGA}/contexts": "1"}), _consumed(3, {f"{FPGA}/contexts": "1"})),
+        extra=sc._all(
+            _consumed(0, {f"{FPGA}/contexts": "1"}), _consumed(3, {f"{FPGA}/contexts": "1"})
+        ),
     ),
     Case(
         "multi-key.yaml",
@@ -128,7 +145,12 @@ EXAMPLE_CASES: list[Case] = [
             S(6, "Error", once=(CE,), absent=(M,)),
         ),
         devices=(
-            D(MK0, "Locked", {"subnet": "subnet-a", "pkey": "0x8001"}, ("default/pod-a-rdma-nic", "default/pod-b-rdma-nic")),
+            D(
+                MK0,
+                "Locked",
+                {"subnet": "subnet-a", "pkey": "0x8001"},
+                ("default/pod-a-rdma-nic", "default/pod-b-rdma-nic"),
+            ),
             D(MK1, "Locked", {"subnet": "subnet-a", "pkey": "0x8002"}, ("default/pod-c-rdma-nic",)),
         ),
         metrics={LOCKED: 2, REUSE: 1, CONFLICT: 3},
@@ -167,7 +189,12 @@ EXAMPLE_CASES: list[Case] = [
             D(dev("eth1"), "Locked", X, ("default/pod-a-nic",)),
             D(dev("eth2"), "Locked", Y, ("default/pod-d-nic",)),
             D(dev("eth1", N2), not_status="Locked", lock={}, claims=("default/pod-c-nic",)),
-            D(dev("eth1", N3), not_status="Locked", lock={}, claims=("default/pod-e-nic", "default/pod-f-nic")),
+            D(
+                dev("eth1", N3),
+                not_status="Locked",
+                lock={},
+                claims=("default/pod-e-nic", "default/pod-f-nic"),
+            ),
         ),
         metrics={LOCKED: 2, UNRECON: 0},
         extra=sc._dropped_warning(6),
@@ -206,7 +233,9 @@ def _prefetch(request: pytest.FixtureRequest) -> None:
         sc._submit(case.path)
 
 
-@pytest.mark.parametrize("case", EXAMPLE_CASES, ids=[c.file.removesuffix(".yaml") for c in EXAMPLE_CASES])
+@pytest.mark.parametrize(
+    "case", EXAMPLE_CASES, ids=[c.file.removesuffix(".yaml") for c in EXAMPLE_CASES]
+)
 def test_example(case: Case) -> None:
     run = sc.simulate(case.path)
     assert run.returncode == 0, run.describe()

@@ -45,7 +45,14 @@ METRICS = {
 }
 SCHEDULE_RESULTS = {"Scheduled", "Unschedulable", "UnschedulableAndUnresolvable", "Error"}
 DEVICE_STATUSES = {"Clean", "Locked", "Unreconstructable"}
-SINGLE_ENTRY_ACTIONS = ("schedule", "apply", "delete", "deleteObject", "restart", "apiserverFeatureGates")
+SINGLE_ENTRY_ACTIONS = (
+    "schedule",
+    "apply",
+    "delete",
+    "deleteObject",
+    "restart",
+    "apiserverFeatureGates",
+)
 
 LOCKED = "sharing_affinity_locked_devices"
 UNRECON = "sharing_affinity_unreconstructable_devices"
@@ -154,7 +161,9 @@ def check_schedule_entry(step: dict[str, Any], spec_step: dict[str, Any] | None)
     for key in ("pod", "result", "node", "allocations", "reasons"):
         assert key in step, f"schedule step {step.get('index')} lacks {key!r}: {step}"
     if (spec_step or {}).get("expect") is not None:
-        assert step.get("expectations"), f"step {step.get('index')} has an expect: its checks are reported"
+        assert step.get("expectations"), (
+            f"step {step.get('index')} has an expect: its checks are reported"
+        )
     assert isinstance(step["pod"], str) and "/" in step["pod"], step["pod"]
     assert step["result"] in SCHEDULE_RESULTS, step["result"]
     if step["result"] == "Scheduled":
@@ -183,7 +192,7 @@ def check_schedule_entry(step: dict[str, Any], spec_step: dict[str, Any] | None)
 def check_output(out: dict[str, Any], path: Path) -> None:
     """Structure of the JSON output, as the scenario interface documents it."""
     scen = scenario_doc(path)
-    assert TOP_LEVEL_KEYS <= set(out), f"missing top-level keys: {TOP_LEVEL_KEYS - set(out)}"
+    assert set(out) >= TOP_LEVEL_KEYS, f"missing top-level keys: {TOP_LEVEL_KEYS - set(out)}"
     assert out["scenario"] == scen["metadata"]["name"]
     assert isinstance(out["steps"], list)
     assert isinstance(out["expectationsFailed"], int)
@@ -225,7 +234,7 @@ def check_output(out: dict[str, Any], path: Path) -> None:
     ids = [d["device"] for d in out["devices"]]
     assert len(ids) == len(set(ids)), "each device is listed once"
 
-    assert METRICS <= set(out["metrics"]), f"missing metrics: {METRICS - set(out['metrics'])}"
+    assert set(out["metrics"]) >= METRICS, f"missing metrics: {METRICS - set(out['metrics'])}"
     for name in METRICS:
         value = out["metrics"][name]
         assert isinstance(value, int | float) and not isinstance(value, bool), (name, value)
@@ -313,7 +322,9 @@ def check_step(out: dict[str, Any], exp: S) -> None:
     for c in exp.once:
         assert got.count(c) == 1, f"{where}: {c} must be reported once; reasons {step['reasons']}"
     if exp.alloc is not None:
-        assert {a["request"]: a["device"] for a in step["allocations"]} == exp.alloc, f"{where}: {step}"
+        assert {a["request"]: a["device"] for a in step["allocations"]} == exp.alloc, (
+            f"{where}: {step}"
+        )
     if exp.claim is not None:
         assert step["allocations"]
         assert {a["claim"] for a in step["allocations"]} == {exp.claim}, f"{where}: {step}"
@@ -416,7 +427,9 @@ def _not_object(out: dict[str, Any]) -> None:
     assert {"default/bad-string", "default/bad-list"}.isdisjoint(all_claims(out))
 
 
-def _rejected_mentions(*indexes: int, word: str = "sharingAffinity") -> Callable[[dict[str, Any]], None]:
+def _rejected_mentions(
+    *indexes: int, word: str = "sharingAffinity"
+) -> Callable[[dict[str, Any]], None]:
     def check(out: dict[str, Any]) -> None:
         for i in indexes:
             step = entry(out, i)
@@ -479,7 +492,10 @@ CASES: list[Case] = [
             S(0, "Scheduled", N1, (E2,)),
             S(1, "Unschedulable", on={M: (E1, E2)}, absent=("InsufficientCapacity", NK, CE)),
         ),
-        devices=(D(E1, "Locked", X, ("default/pod-a-nic",)), D(E2, "Locked", Y, ("default/pod-y-nic",))),
+        devices=(
+            D(E1, "Locked", X, ("default/pod-a-nic",)),
+            D(E2, "Locked", Y, ("default/pod-y-nic",)),
+        ),
         metrics={LOCKED: 2, CONFLICT: 3, REUSE: 0},
         extra=_failed_scheduling_event("default/pod-z"),
     ),
@@ -519,7 +535,12 @@ CASES: list[Case] = [
             S(3, "Scheduled", N1, (E1,)),
         ),
         devices=(
-            D(E1, "Locked", {"subnet": "subnet-A"}, ("default/pod-same-twice-nic", "default/pod-class-agrees-nic")),
+            D(
+                E1,
+                "Locked",
+                {"subnet": "subnet-A"},
+                ("default/pod-same-twice-nic", "default/pod-class-agrees-nic"),
+            ),
             D(E2, "Clean", {}, ()),
         ),
         metrics={LOCKED: 1},
@@ -527,7 +548,10 @@ CASES: list[Case] = [
     Case(
         "cel-runtime-error.yaml",
         steps=(S(0, "Error", once=(CE,), absent=(M, NK)), S(3, "Scheduled", N1, (E1,))),
-        devices=(D(E1, "Locked", {"subnet": "subnet-data"}, ("default/pod-ok-nic",)), D(E2, "Clean", {}, ())),
+        devices=(
+            D(E1, "Locked", {"subnet": "subnet-data"}, ("default/pod-ok-nic",)),
+            D(E2, "Clean", {}, ()),
+        ),
         metrics={LOCKED: 1},
         extra=_no_event_spam("default/pod-bad"),
     ),
@@ -544,7 +568,10 @@ CASES: list[Case] = [
     Case(
         "cel-non-string.yaml",
         steps=(S(0, "Error", once=(CE,)), S(2, "Scheduled", N1, (E1,))),
-        devices=(D(E1, "Locked", {"vlan": "100"}, ("default/pod-string-nic",)), D(E2, "Clean", {}, ())),
+        devices=(
+            D(E1, "Locked", {"vlan": "100"}, ("default/pod-string-nic",)),
+            D(E2, "Clean", {}, ()),
+        ),
     ),
     Case(
         "cel-cost-exceeded.yaml",
@@ -552,7 +579,10 @@ CASES: list[Case] = [
             S(0, "Error", once=("AffinityCostExceeded",), absent=(CE,)),
             S(2, "Scheduled", N1, (E1,)),
         ),
-        devices=(D(E1, "Locked", {"mode": "x"}, ("default/pod-small-nic",)), D(E2, "Clean", {}, ())),
+        devices=(
+            D(E1, "Locked", {"mode": "x"}, ("default/pod-small-nic",)),
+            D(E2, "Clean", {}, ()),
+        ),
     ),
     Case(
         "unreconstructable-excluded.yaml",
@@ -602,7 +632,9 @@ CASES: list[Case] = [
             S(3, "Scheduled", N1, (E1,), pod="default/pod-g"),
             S(3, "Scheduled", N1, (E1,), pod="default/pod-h"),
         ),
-        devices=(D(E1, "Locked", X, ("default/pod-e-nic", "default/pod-g-nic", "default/pod-h-nic")),),
+        devices=(
+            D(E1, "Locked", X, ("default/pod-e-nic", "default/pod-g-nic", "default/pod-h-nic")),
+        ),
         metrics={LOCKED: 1},
         extra=_reserve_conflict,
     ),
@@ -692,7 +724,12 @@ CASES: list[Case] = [
         ),
         devices=(
             D(E1, "Clean", {}, ()),
-            D(dev("eth1", N2), not_status="Locked", lock={}, claims=("default/pod-b-nic", "default/pod-c-nic")),
+            D(
+                dev("eth1", N2),
+                not_status="Locked",
+                lock={},
+                claims=("default/pod-b-nic", "default/pod-c-nic"),
+            ),
         ),
         metrics={EVALS: 0, LOCKED: 0, CONFLICT: 0, NOKEYS: 0},
         extra=_feature_disabled_on_node_1,
@@ -738,7 +775,12 @@ CASES: list[Case] = [
                 E1,
                 not_status="Locked",
                 lock={},
-                claims=("default/pod-x-nic", "default/pod-y-nic", "default/pod-none-nic", "default/pod-other-nic"),
+                claims=(
+                    "default/pod-x-nic",
+                    "default/pod-y-nic",
+                    "default/pod-none-nic",
+                    "default/pod-other-nic",
+                ),
             ),
         ),
         metrics={EVALS: 0, LOCKED: 0, NOKEYS: 0, CONFLICT: 0, REUSE: 0},
@@ -750,7 +792,9 @@ CASES: list[Case] = [
             S(1, "Scheduled", N1, (E1,)),
             S(3, "Unschedulable", on={NK: (E1,)}, absent=(M, CE)),
         ),
-        devices=(D(E1, "Locked", {"subnet": "subnet-X", "pkey": "0x8001"}, ("default/pod-full-nic",)),),
+        devices=(
+            D(E1, "Locked", {"subnet": "subnet-X", "pkey": "0x8001"}, ("default/pod-full-nic",)),
+        ),
         metrics={NOKEYS: 2},
     ),
     Case(
@@ -761,7 +805,12 @@ CASES: list[Case] = [
             S(3, "Scheduled", N1, (E1,)),
         ),
         devices=(
-            D(E1, "Locked", {"vendor": "acme", "subnet": "subnet-A"}, ("default/pod-both-nic", "default/pod-split-nic")),
+            D(
+                E1,
+                "Locked",
+                {"vendor": "acme", "subnet": "subnet-A"},
+                ("default/pod-both-nic", "default/pod-split-nic"),
+            ),
             D(E2, "Clean", {}, ()),
         ),
         metrics={NOKEYS: 2, REUSE: 1},
@@ -773,7 +822,10 @@ CASES: list[Case] = [
             S(1, "Applied"),
             S(2, "Scheduled", N1, (E1,)),
         ),
-        devices=(D(E1, "Locked", {"subnet": "subnet-X", "pkey": "0x8001"}, ("default/pod-a-nic",)), D(E2, "Clean")),
+        devices=(
+            D(E1, "Locked", {"subnet": "subnet-X", "pkey": "0x8001"}, ("default/pod-a-nic",)),
+            D(E2, "Clean"),
+        ),
     ),
     Case(
         "admission-validation.yaml",
@@ -814,13 +866,25 @@ CASES: list[Case] = [
         ),
         devices=(
             D(dev("mgmt0"), "Locked", {"subnet": "subnet-A"}, ("default/pod-pair-nics",)),
-            D(dev("data0"), "Locked", {"subnet": "subnet-B"}, ("default/pod-pair-nics", "default/pod-data-b-nic")),
+            D(
+                dev("data0"),
+                "Locked",
+                {"subnet": "subnet-B"},
+                ("default/pod-pair-nics", "default/pod-data-b-nic"),
+            ),
         ),
     ),
     Case(
         "multi-request-same-class.yaml",
         steps=(
-            S(0, "Scheduled", N1, (E1, E2), alloc={"mgmt-nic": E1, "data-nic": E2}, claim="default/pod-pair-nics"),
+            S(
+                0,
+                "Scheduled",
+                N1,
+                (E1, E2),
+                alloc={"mgmt-nic": E1, "data-nic": E2},
+                claim="default/pod-pair-nics",
+            ),
         ),
         devices=(
             D(E1, "Locked", {"subnet": "subnet-A"}, ("default/pod-pair-nics",)),
@@ -870,7 +934,12 @@ CASES: list[Case] = [
         ),
         devices=(
             D(E1, not_status="Locked", claims=("default/pod-a-nic", "default/pod-e-nic")),
-            D(dev("eth1", N2), not_status="Locked", lock={}, claims=("default/pod-c-nic", "default/pod-d-nic")),
+            D(
+                dev("eth1", N2),
+                not_status="Locked",
+                lock={},
+                claims=("default/pod-c-nic", "default/pod-d-nic"),
+            ),
         ),
         extra=_dropped_warning(2),
     ),
@@ -1071,20 +1140,34 @@ spec:
 
 BAD_INPUTS: dict[str, tuple[str, str | None]] = {
     # name: (file text, word the error message must name)
-    "unknown-step-key": (BASE.replace("  - schedule: pod-a\n", "  - schedule: pod-a\n    retries: 3\n"), "retries"),
+    "unknown-step-key": (
+        BASE.replace("  - schedule: pod-a\n", "  - schedule: pod-a\n    retries: 3\n"),
+        "retries",
+    ),
     "unknown-expect-key": (BASE.replace("{result: Scheduled,", "{reslt: Scheduled,"), "reslt"),
-    "unknown-slice-field": (BASE.replace("  sharingAffinity:\n", "  sharingAfinity:\n"), "sharingAfinity"),
+    "unknown-slice-field": (
+        BASE.replace("  sharingAffinity:\n", "  sharingAfinity:\n"),
+        "sharingAfinity",
+    ),
     "wrong-type": (
-        BASE.replace("          deviceClassName: shared-nic\n", '          deviceClassName: shared-nic\n          count: "two"\n'),
+        BASE.replace(
+            "          deviceClassName: shared-nic\n",
+            '          deviceClassName: shared-nic\n          count: "two"\n',
+        ),
         "count",
     ),
-    "malformed-yaml": (BASE.replace("metadata:\n  name: pod-a\n", "metadata: {name: pod-a\n"), None),
+    "malformed-yaml": (
+        BASE.replace("metadata:\n  name: pod-a\n", "metadata: {name: pod-a\n"),
+        None,
+    ),
     "missing-pod": (BASE.replace("  - schedule: pod-a\n", "  - schedule: pod-zzz\n"), "pod-zzz"),
     "two-scenarios": (BASE + BASE_SCENARIO.replace("name: base", "name: base-2"), "Scenario"),
     "no-scenario": (BASE_OBJECTS, "Scenario"),
     "duplicate-names": (BASE_OBJECTS + EXTRA_POD_B + BASE_SCENARIO, "pod-a"),
     "unknown-kind": (
-        BASE_OBJECTS + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec: {}\n" + BASE_SCENARIO,
+        BASE_OBJECTS
+        + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec: {}\n"
+        + BASE_SCENARIO,
         "Deployment",
     ),
     "rejected-object": (BASE_OBJECTS + REJECTED_SLICE + BASE_SCENARIO, "sharingAffinity"),
@@ -1117,7 +1200,9 @@ def test_bad_input(tmp_path: Path, name: str) -> None:
 
 
 def test_failed_expectations_exit_1(tmp_path: Path) -> None:
-    text = BASE.replace("expect: {result: Scheduled, node: node-1,", "expect: {result: Scheduled, node: node-2,")
+    text = BASE.replace(
+        "expect: {result: Scheduled, node: node-1,", "expect: {result: Scheduled, node: node-2,"
+    )
     text = text.replace("lock: {subnet: subnet-X}", "lock: {subnet: subnet-Q}")
     path = tmp_path / "failing.yaml"
     path.write_text(text)
@@ -1169,12 +1254,20 @@ def test_expression_length_limit(tmp_path: Path) -> None:
                 {"apply": _meta("node-2-meta", "node-2", 1, _expression(MAX_LEN + 1))},
                 {"apply": _meta("node-1-meta", "node-1", 2, _expression(MAX_LEN))},
                 {"schedule": "pod-a", "expect": {"result": "Scheduled", "devices": [dev("eth1")]}},
-                {"expectDevice": {"device": dev("eth1"), "status": "Locked", "lock": {"subnet": "subnet-X"}}},
+                {
+                    "expectDevice": {
+                        "device": dev("eth1"),
+                        "status": "Locked",
+                        "lock": {"subnet": "subnet-X"},
+                    }
+                },
             ]
         },
     }
     path = tmp_path / "expression-length.yaml"
-    path.write_text(BASE_OBJECTS + "---\n" + yaml.safe_dump(scenario, sort_keys=False, width=MAX_LEN * 2))
+    path.write_text(
+        BASE_OBJECTS + "---\n" + yaml.safe_dump(scenario, sort_keys=False, width=MAX_LEN * 2)
+    )
     run = run_cli(path)
     assert run.returncode == 0, run.describe()
     out = run.out
