@@ -898,8 +898,9 @@ CASES: list[Case] = [
             S(0, "Unschedulable", codes=("AffinityPoolIncomplete",), absent=(CE,)),
             S(1, "Applied"),
             S(2, "Scheduled", N1, (E1,)),
+            S(6, "Unschedulable", codes=("AffinityPoolIncomplete",), absent=(M,)),
         ),
-        devices=(D(E1, "Locked", X, ("default/pod-a-nic",)), D(E2, "Clean", {}, ())),
+        devices=(D(E1, claims=("default/pod-a-nic",)),),
     ),
     Case(
         "config-scoping.yaml",
