@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from fractions import Fraction
 
@@ -82,7 +83,7 @@ def test_invalid(text: str) -> None:
 def test_comparison_table() -> None:
     ordered = ["-1Gi", "-1", "0", "1n", "1m", "999m", "1", "1000m", "1k", "1Ki", "1M", "1Mi", "1G", "1Gi"]
     qs = [Quantity.parse(t) for t in ordered]
-    for a, b in zip(qs, qs[1:], strict=False):
+    for a, b in itertools.pairwise(qs):
         assert a <= b
     assert Quantity.parse("1") == Quantity.parse("1000m")
     assert Quantity.parse("1k") == Quantity.parse("1000") == Quantity.parse("1e3")
@@ -159,7 +160,7 @@ def test_semver_precedence() -> None:
     chain = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
              "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.1.0", "2.0.0", "10.0.0"]
     versions = [Semver.parse(v) for v in chain]
-    for a, b in zip(versions, versions[1:], strict=False):
+    for a, b in itertools.pairwise(versions):
         assert a < b
         assert a.compare(b) == -1
         assert b.compare(a) == 1
