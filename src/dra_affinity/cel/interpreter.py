@@ -430,7 +430,10 @@ def _ordering(name: str, a: Any, b: Any, m: Meter) -> int | None:
 def lt_op(a: Any, b: Any, m: Meter) -> bool:
     ta = type(a)
     if ta is type(b) and (ta is int or ta is float):
-        charge(m, 1)
+        c = m.cost + 1
+        m.cost = c
+        if c > m.limit:
+            exceeded(m)
         return bool(a < b)
     c = _ordering("_<_", a, b, m)
     return c is not None and c < 0
@@ -439,7 +442,10 @@ def lt_op(a: Any, b: Any, m: Meter) -> bool:
 def le_op(a: Any, b: Any, m: Meter) -> bool:
     ta = type(a)
     if ta is type(b) and (ta is int or ta is float):
-        charge(m, 1)
+        c = m.cost + 1
+        m.cost = c
+        if c > m.limit:
+            exceeded(m)
         return bool(a <= b)
     c = _ordering("_<=_", a, b, m)
     return c is not None and c <= 0
@@ -448,7 +454,10 @@ def le_op(a: Any, b: Any, m: Meter) -> bool:
 def gt_op(a: Any, b: Any, m: Meter) -> bool:
     ta = type(a)
     if ta is type(b) and (ta is int or ta is float):
-        charge(m, 1)
+        c = m.cost + 1
+        m.cost = c
+        if c > m.limit:
+            exceeded(m)
         return bool(a > b)
     c = _ordering("_>_", a, b, m)
     return c is not None and c > 0
@@ -457,7 +466,10 @@ def gt_op(a: Any, b: Any, m: Meter) -> bool:
 def ge_op(a: Any, b: Any, m: Meter) -> bool:
     ta = type(a)
     if ta is type(b) and (ta is int or ta is float):
-        charge(m, 1)
+        c = m.cost + 1
+        m.cost = c
+        if c > m.limit:
+            exceeded(m)
         return bool(a >= b)
     c = _ordering("_>=_", a, b, m)
     return c is not None and c >= 0
@@ -710,10 +722,76 @@ class Compiler:
 
             return eq_str_const
 
+        # Hot paths (comprehension bodies such as `a + b >= 0`): read variable
+        # and constant operands directly instead of through their closures.
+        # The charges are the same; idents are charged together before the op.
+        lvar = self._variable(e.left, scope)
+        rvar = self._variable(e.right, scope)
+        if isinstance(e.right, A.Const):
+            rconst = e.right.value
+            if lvar is not None:
+                lname = lvar
+
+                def var_const(env: Env, m: Meter) -> object:
+                    c = m.cost + 1
+                    m.cost = c
+                    if c > m.limit:
+                        exceeded(m)
+                    try:
+                        a = env[lname]
+                    except KeyError:
+                        _no_var(lname)
+                    return op(a, rconst, m)
+
+                return var_const
+
+            def expr_const(env: Env, m: Meter) -> object:
+                return op(left(env, m), rconst, m)
+
+            return expr_const
+        if rvar is not None:
+            rname = rvar
+            if lvar is not None:
+                lname2 = lvar
+
+                def var_var(env: Env, m: Meter) -> object:
+                    c = m.cost + 2
+                    m.cost = c
+                    if c > m.limit:
+                        exceeded(m)
+                    try:
+                        a = env[lname2]
+                        b = env[rname]
+                    except KeyError as err:
+                        _no_var(str(err.args[0]))
+                    return op(a, b, m)
+
+                return var_var
+
+            def expr_var(env: Env, m: Meter) -> object:
+                a = left(env, m)
+                c = m.cost + 1
+                m.cost = c
+                if c > m.limit:
+                    exceeded(m)
+                try:
+                    b = env[rname]
+                except KeyError:
+                    _no_var(rname)
+                return op(a, b, m)
+
+            return expr_var
+
         def binary(env: Env, m: Meter) -> object:
             return op(left(env, m), right(env, m), m)
 
         return binary
+
+    def _variable(self, e: A.Expr, scope: frozenset[str]) -> str | None:
+        """The name if ``e`` is a plain variable reference (not a type name)."""
+        if isinstance(e, A.Ident) and (e.name in scope or e.name in self.variables):
+            return e.name
+        return None
 
     def _c_And(self, e: A.And, scope: frozenset[str]) -> Fn:
         left = self.compile(e.left, scope)
