@@ -435,8 +435,8 @@ def lt_op(a: Any, b: Any, m: Meter) -> bool:
         if c > m.limit:
             exceeded(m)
         return bool(a < b)
-    c = _ordering("_<_", a, b, m)
-    return c is not None and c < 0
+    r = _ordering("_<_", a, b, m)
+    return r is not None and r < 0
 
 
 def le_op(a: Any, b: Any, m: Meter) -> bool:
@@ -447,8 +447,8 @@ def le_op(a: Any, b: Any, m: Meter) -> bool:
         if c > m.limit:
             exceeded(m)
         return bool(a <= b)
-    c = _ordering("_<=_", a, b, m)
-    return c is not None and c <= 0
+    r = _ordering("_<=_", a, b, m)
+    return r is not None and r <= 0
 
 
 def gt_op(a: Any, b: Any, m: Meter) -> bool:
@@ -459,8 +459,8 @@ def gt_op(a: Any, b: Any, m: Meter) -> bool:
         if c > m.limit:
             exceeded(m)
         return bool(a > b)
-    c = _ordering("_>_", a, b, m)
-    return c is not None and c > 0
+    r = _ordering("_>_", a, b, m)
+    return r is not None and r > 0
 
 
 def ge_op(a: Any, b: Any, m: Meter) -> bool:
@@ -471,8 +471,8 @@ def ge_op(a: Any, b: Any, m: Meter) -> bool:
         if c > m.limit:
             exceeded(m)
         return bool(a >= b)
-    c = _ordering("_>=_", a, b, m)
-    return c is not None and c >= 0
+    r = _ordering("_>=_", a, b, m)
+    return r is not None and r >= 0
 
 
 def ne_op(a: Any, b: Any, m: Meter) -> bool:
