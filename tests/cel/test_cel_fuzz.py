@@ -17,7 +17,7 @@ from dra_affinity.cel import (
     extract,
 )
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_scalars = st.one_of(
     st.none(),
