@@ -84,6 +84,16 @@ def test_replace_charges_growth() -> None:
     assert big == 2 + 2 + 20 + 9990
 
 
+def test_find_all_charges_each_match() -> None:
+    _, cost = ev_cost("'a1b2c3'.findAll('[0-9]')", {"object": None})
+    assert cost == 1 * 2 + 3 * 10  # ceil(0.1 * 7) * ceil(0.25 * 5), plus 10 per match
+    start = time.perf_counter()
+    with pytest.raises(CELCostExceeded):
+        ev_cost("object.l.all(x, object.s.findAll('').size() > 0)",
+                {"object": {"l": list(range(5000)), "s": "x" * 10000}}, budget=SHARING_AFFINITY_CEL_MAX_COST)
+    assert time.perf_counter() - start < 2.0
+
+
 def test_nested_equality_charges_inner_elements() -> None:
     flat = {"a": list(range(100)), "b": list(range(100))}
     _, cost_flat = ev_cost("object.a == object.b", {"object": flat})

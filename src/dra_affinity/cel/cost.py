@@ -28,7 +28,12 @@ from . import ast as A
 from . import types as T
 from .checker import TypeMap
 from .interpreter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
-from .library import REGEX_STRING_LENGTH_COST_FACTOR, STRING_TRAVERSAL_COST_FACTOR, str_cost
+from .library import (
+    FIND_ALL_MATCH_COST,
+    REGEX_STRING_LENGTH_COST_FACTOR,
+    STRING_TRAVERSAL_COST_FACTOR,
+    str_cost,
+)
 from .types import Ty
 
 COST_CAP: Final = 2**63 - 1
@@ -282,7 +287,7 @@ class Estimator:
             cost = base + _regex_cost(n0, sizes[1].n)
             if name == "find":
                 return cost, Sz(n0)
-            return cost, Sz(n0 + 1, Sz(n0))
+            return cost + FIND_ALL_MATCH_COST * (n0 + 1), Sz(n0 + 1, Sz(n0))  # plus each match
         if name == "dyn":
             return base + 1, sizes[0]
         if name == "string":

@@ -1097,6 +1097,18 @@ class Compiler:
         arg_fns = tuple(self.compile(a, scope) for a in arg_exprs if a is not None)
         impl = fn.impl
         cost = fn.cost
+        post = fn.result_cost
+        if post is not None:
+            pre = cost
+
+            def call_post(env: Env, m: Meter) -> object:
+                vals = tuple(f(env, m) for f in arg_fns)
+                charge(m, 1 if pre is None else pre(vals))
+                result = impl(*vals)
+                charge(m, post(result))
+                return result
+
+            return call_post
         if len(arg_fns) == 1:
             (a0,) = arg_fns
             if cost is None:

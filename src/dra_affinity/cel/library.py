@@ -61,6 +61,9 @@ class Function:
     impl: Callable[..., object]
     overloads: tuple[Overload, ...]
     cost: CostFn | None = None  # None: cel-go's default cost of 1
+    # Charged after the call, from the result: only where the result size is
+    # not bounded by the charge made up front (findAll with an empty pattern).
+    result_cost: Callable[[object], int] | None = None
 
 
 def nso(name: str, *args: Any) -> NoReturn:
@@ -138,30 +141,67 @@ def _find(s: Any, pattern: Any) -> str:
     return "" if m is None else str(m.group(0))
 
 
+@functools.lru_cache(maxsize=256)
+def _compile_regex_bytes(pattern: str) -> re2._Regexp:
+    return re2.compile(pattern.encode("utf-8", "surrogatepass"), options=_RE2_OPTIONS)
+
+
+def _rune_len(lead: int) -> int:
+    return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+
+
 def _find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
     if type(s) is not str or type(pattern) is not str or type(limit) is not int:
         nso("findAll", s, pattern, limit)
-    rx = compile_regex(pattern)
+    compile_regex(pattern)  # validates the pattern with the usual error
+    if limit == 0:
+        return []
+    rx = _compile_regex_bytes(pattern)
+    enc = s.encode("utf-8", "surrogatepass")
+    raw = getattr(rx, "_regexp", None)
+    anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+    if raw is None or anchor is None:  # pragma: no cover - other google-re2 layouts
+        return _find_all_slow(s, pattern, limit)
     out: list[str] = []
-    # Go's FindAllString: successive non-overlapping matches; an empty match
-    # right after the previous match is skipped.
-    pos, prev_end, end = 0, -1, len(s)
-    while pos <= end and (limit < 0 or len(out) < limit):
-        m = rx.search(s, pos)
-        if m is None:
+    # Go's FindAllString on the UTF-8 text, matched in place (the public
+    # wrapper decodes offsets per match, several times slower): successive
+    # non-overlapping matches; an empty match where the previous match ended
+    # is dropped; after an empty match, advance one rune.
+    n = len(enc)
+    pos = 0
+    prev_end = -1
+    while pos <= n and (limit < 0 or len(out) < limit):
+        a, b = raw.Match(anchor, enc, pos, n)[0]
+        if a < 0:
             break
-        a, b = m.span()
         accept = True
         if b == pos:
             if a == prev_end:
                 accept = False
-            pos += 1
+            pos += _rune_len(enc[pos]) if pos < n else 1
         else:
             pos = b
         prev_end = b
         if accept:
-            out.append(str(m.group(0)))
+            out.append(enc[a:b].decode("utf-8", "surrogatepass"))
     return out
+
+
+def _find_all_slow(s: str, pattern: str, limit: int) -> list[str]:
+    out: list[str] = []
+    prev_end = -1
+    for m in compile_regex(pattern).finditer(s):
+        a, b = m.span()
+        if a == b and a == prev_end:
+            continue
+        prev_end = b
+        out.append(str(m.group(0)))
+        if 0 < limit <= len(out):
+            break
+    return out
+
+
+FIND_ALL_MATCH_COST: Final = 10
 
 
 # -- standard functions ---------------------------------------------------
@@ -212,7 +252,7 @@ def _digits_value(s: str) -> int | None:
 def _to_int(x: Any) -> int:
     t = type(x)
     if t is int:
-        return x  # type: ignore[no-any-return]
+        return check_int(x)
     if t is UInt:
         v = x.value
         if v > INT64_MAX:
@@ -263,7 +303,7 @@ def _to_double(x: Any) -> float:
     if t is float:
         return x  # type: ignore[no-any-return]
     if t is int:
-        return float(x)
+        return float(check_int(x))
     if t is UInt:
         return float(x.value)
     if t is str:
@@ -281,7 +321,9 @@ def _to_string(x: Any) -> str:
     if t is bool:
         return "true" if x else "false"
     if t is int:
-        return str(x)
+        # Data may hold integers beyond int64 (JSON); printing a huge one is
+        # quadratic in Python and no CEL int can be that large.
+        return str(check_int(x))
     if t is UInt:
         return str(x.value)
     if t is float:
@@ -721,8 +763,15 @@ def _fn(
     impl: Callable[..., object],
     overloads: Sequence[Overload],
     cost: CostFn | None = None,
+    result_cost: Callable[[object], int] | None = None,
 ) -> Function:
-    return Function(name, member, arity, impl, tuple(overloads), cost)
+    return Function(name, member, arity, impl, tuple(overloads), cost, result_cost)
+
+
+def _result_count(result: object) -> int:
+    # Beyond Kubernetes: each match costs Python work that the regex cost does
+    # not cover (an empty pattern has a regex cost of 0 yet matches everywhere).
+    return FIND_ALL_MATCH_COST * len(result) if isinstance(result, list) else 0
 
 
 _SIZE_OVS: Final = [_ov(I, S), _ov(I, T.BYTES), _ov(I, LIST), _ov(I, MAP)]
@@ -784,8 +833,8 @@ FUNCTIONS: Final[tuple[Function, ...]] = (
     _fn("join", True, 1, _join, [_ov(S, LSTR, S)], _join_cost),
     # Kubernetes regex library
     _fn("find", True, 1, _find, [_ov(S, S, S)], regex_cost),
-    _fn("findAll", True, 1, _find_all, [_ov(LSTR, S, S)], regex_cost),
-    _fn("findAll", True, 2, _find_all, [_ov(LSTR, S, S, I)], regex_cost),
+    _fn("findAll", True, 1, _find_all, [_ov(LSTR, S, S)], regex_cost, _result_count),
+    _fn("findAll", True, 2, _find_all, [_ov(LSTR, S, S, I)], regex_cost, _result_count),
     # Kubernetes lists library
     _fn("isSorted", True, 0, _is_sorted, [_ov(B, LIST)], _traversal_cost_fn),
     _fn("sum", True, 0, _sum, [_ov(_elem_result, LIST)], _traversal_cost_fn),
