@@ -253,12 +253,12 @@ def explain(sim: Simulation, pod_ref: str) -> dict[str, Any]:
                                                "device": d.id}
                         try:
                             if not alloc._static_match(d, claim, alt):
-                                r = next(iter(alloc._reasons.values()))
+                                r = alloc.reasons()[0]
                                 row.update(verdict=r.code, message=r.message)
                             else:
                                 share = alloc._viable(d, claim, alt)
                                 if share is None:
-                                    r = next(iter(alloc._reasons.values()))
+                                    r = alloc.reasons()[0]
                                     row.update(verdict=r.code, message=r.message)
                                 else:
                                     row.update(verdict="Fits", message="device is viable" + (

@@ -18,6 +18,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from dra_affinity.allocator.capacity import CapacityRequestError, fits, plan_consumption
 from dra_affinity.allocator.model import (
@@ -32,7 +33,7 @@ from dra_affinity.allocator.model import (
 from dra_affinity.api.quantity import Quantity
 from dra_affinity.cel import ExtractionResult, OutcomeKind
 from dra_affinity.observe import reasons as R
-from dra_affinity.scheduler.state import AffinityKeys, AffinityStatus, AllocatedState
+from dra_affinity.scheduler.state import AffinityKeys, AffinityStatus, AllocatedState, Number
 
 # Upper bound on device placements tried per node and pod: backtracking is
 # exponential in the worst case, and a Filter call must always return.
@@ -50,6 +51,10 @@ class RequestSpec:
     all_devices: bool  # allocationMode All
     count: int
     capacity: Mapping[str, Quantity]
+
+    @property
+    def capacity_key(self) -> tuple[tuple[str, Quantity], ...]:
+        return tuple(sorted(self.capacity.items()))
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ class Counters:
 @dataclass
 class _Partial:
     shares: list[PlannedShare] = field(default_factory=list)
-    consumed: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+    consumed: dict[str, dict[str, Number]] = field(default_factory=dict)
     exclusive: set[str] = field(default_factory=set)
     keys: dict[str, AffinityKeys] = field(default_factory=dict)
     uses: dict[str, int] = field(default_factory=dict)
@@ -118,6 +123,8 @@ class NodeAllocator:
         selector_matches: SelectorFn,
         order: OrderFn | None = None,
         counters: Counters | None = None,
+        plan_cache: dict[tuple[str, tuple[tuple[str, Quantity], ...]], dict[str, Quantity] | str]
+        | None = None,
     ) -> None:
         self.node = node
         self.devices = devices
@@ -127,7 +134,10 @@ class NodeAllocator:
         self.selector_matches = selector_matches
         self.order = order
         self.counters = counters if counters is not None else Counters()
-        self._reasons: dict[tuple[str, str], Reason] = {}
+        # Consumption plans depend only on (device, request capacity): shareable across attempts.
+        self.plan_cache = plan_cache if plan_cache is not None else {}
+        # Reasons are only rendered when the node fails, so messages are built lazily.
+        self._reasons: dict[tuple[str, str], Callable[[], str]] = {}
         self._steps = 0
         self._p = _Partial()
 
@@ -141,8 +151,14 @@ class NodeAllocator:
         flat = [(c, r) for c in claims for r in c.requests]
         ok = self._solve(flat, 0)
         if ok:
-            return NodeResult(self.node, True, list(self._p.shares))
-        reasons = list(self._reasons.values())
+            return NodeResult(self.node, True, self._with_share_ids(claims, self._p.shares))
+        codes = [code for (_dev, code) in self._reasons]
+        if self._steps > SEARCH_STEP_LIMIT:
+            codes.append(R.SEARCH_LIMIT)
+        return NodeResult(self.node, False, [], self._final_reasons, codes)
+
+    def _final_reasons(self) -> list[Reason]:
+        reasons = self.reasons()
         if self._steps > SEARCH_STEP_LIMIT:
             reasons.append(
                 Reason(R.SEARCH_LIMIT, f"allocation search stopped after {SEARCH_STEP_LIMIT} steps",
@@ -151,7 +167,28 @@ class NodeAllocator:
         if not reasons:
             reasons.append(Reason(R.NO_DEVICES, "no devices on this node match the requests",
                                   self.node))
-        return NodeResult(self.node, False, [], reasons)
+        return reasons
+
+    def reasons(self) -> list[Reason]:
+        return [Reason(code, msg(), self.node, dev) for (dev, code), msg in self._reasons.items()]
+
+    def _with_share_ids(self, claims: Sequence[ClaimSpec],
+                        shares: Sequence[PlannedShare]) -> list[PlannedShare]:
+        """Share IDs for the chosen multi-allocatable placements only (hashing is not free)."""
+        uids = {c.key: c.uid for c in claims}
+        seen: dict[str, int] = {}
+        out: list[PlannedShare] = []
+        for s in shares:
+            if s.exclusive:
+                out.append(s)
+                continue
+            d = s.device.id
+            n = len(self.state.shares(d)) + seen.get(d, 0)
+            seen[d] = seen.get(d, 0) + 1
+            out.append(PlannedShare(s.claim, s.request, s.device,
+                                    share_id_for(uids[s.claim], s.request, d, n), s.consumed,
+                                    s.keys, s.exclusive, s.reused_lock))
+        return out
 
     # ------------------------------------------------------------------ search
     def _solve(self, flat: Sequence[tuple[ClaimSpec, ClaimRequest]], i: int) -> bool:
@@ -214,8 +251,7 @@ class NodeAllocator:
         if s.consumed:
             used = p.consumed.setdefault(d, {})
             for name, amount in s.consumed:
-                prev = used.get(name)
-                used[name] = amount if prev is None else prev + amount
+                used[name] = used.get(name, 0) + amount.num
         if s.keys is not None and d not in p.keys:
             p.keys[d] = s.keys
 
@@ -228,18 +264,18 @@ class NodeAllocator:
             if s.exclusive:
                 p.exclusive.discard(d)
             for name, amount in s.consumed:
-                p.consumed[d][name] = p.consumed[d][name] - amount
+                p.consumed[d][name] = p.consumed[d][name] - amount.num
             if p.uses[d] == 0:
                 del p.uses[d]
                 p.keys.pop(d, None)
                 p.consumed.pop(d, None)
 
     # ------------------------------------------------------------------ checks
-    def _reject(self, d: DeviceInfo, code: str, message: str) -> None:
+    def _reject(self, d: DeviceInfo, code: str, message: Callable[[], str]) -> None:
         key = (d.id, code)
         if key in self._reasons:
             return
-        self._reasons[key] = Reason(code, message, self.node, d.id)
+        self._reasons[key] = message
         if code == R.AFFINITY_LOCK_MISMATCH:
             self.counters.lock_conflicts += 1
         elif code == R.AFFINITY_NO_KEYS:
@@ -249,7 +285,7 @@ class NodeAllocator:
         for expr in alt.selectors:
             if not self.selector_matches(expr, d, claim, alt):
                 self._reject(d, R.SELECTOR_MISMATCH,
-                             f"device {d.id} does not match selector {_clip(expr)!r} of "
+                             lambda: f"device {d.id} does not match selector {_clip(expr)!r} of "
                              f"request {alt.name} (class {alt.class_name})")
                 return False
         return True
@@ -258,56 +294,61 @@ class NodeAllocator:
         """Check one device for one (sub)request given the partial allocation."""
         pi = d.pool_info
         if pi.invalid_reason:
-            self._reject(d, R.POOL_INVALID, f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}")
+            self._reject(d, R.POOL_INVALID, lambda: f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}")
             return None
         if pi.declares_sharing_affinity and not self.affinity_enabled:
             self._reject(d, R.AFFINITY_FEATURE_DISABLED,
-                         f"device {d.id}: pool {pi.driver}/{pi.name} declares sharingAffinity but "
+                         lambda: f"device {d.id}: pool {pi.driver}/{pi.name} declares sharingAffinity but "
                          "the DRASharingAffinity feature gate is disabled in the scheduler")
             return None
         if d.multi and self.affinity_enabled and pi.incomplete_reason:
             # The missing slice may be the pool's metadata slice: fail closed.
             self._reject(d, R.AFFINITY_POOL_INCOMPLETE,
-                         f"device {d.id}: {pi.incomplete_reason}")
+                         lambda: f"device {d.id}: {pi.incomplete_reason}")
             return None
         if d.gated and pi.affinity_invalid_reason:
             self._reject(d, R.AFFINITY_INVALID_POOL,
-                         f"device {d.id}: pool {pi.driver}/{pi.name} is invalid for sharing "
+                         lambda: f"device {d.id}: pool {pi.driver}/{pi.name} is invalid for sharing "
                          f"affinity: {pi.affinity_invalid_reason}")
             return None
 
         # 1. capacity (KEP-5075)
         consumed: tuple[tuple[str, Quantity], ...] = ()
-        share_id: str | None = None
+        share_id: str | None = None  # assigned once the placement is final
         if d.multi:
             if self.state.is_exclusively_allocated(d.id) or d.id in self._p.exclusive:
-                self._reject(d, R.DEVICE_ALLOCATED, f"device {d.id} is already allocated")
+                self._reject(d, R.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
                 return None
-            try:
-                plan = plan_consumption(d.capacity, alt.capacity)
-            except CapacityRequestError as e:
-                self._reject(d, R.INVALID_CAPACITY_REQUEST, f"device {d.id}: {e}")
+            pkey = (d.id, alt.capacity_key)
+            plan = self.plan_cache.get(pkey)
+            if plan is None:
+                try:
+                    plan = plan_consumption(d.capacity, alt.capacity)
+                except CapacityRequestError as e:
+                    plan = str(e)
+                self.plan_cache[pkey] = plan
+            if isinstance(plan, str):
+                err = plan
+                self._reject(d, R.INVALID_CAPACITY_REQUEST, lambda: f"device {d.id}: {err}")
                 return None
             used = _merged(self.state.consumed(d.id), self._p.consumed.get(d.id))
             over = fits(d.capacity, used, plan)
             if over is not None:
                 self._reject(d, R.INSUFFICIENT_CAPACITY,
-                             f"device {d.id}: not enough {over} left "
+                             lambda: f"device {d.id}: not enough {over} left "
                              f"(capacity {d.capacity[over].value}, in use {used.get(over, Quantity(0))}, "
                              f"requested {plan[over]})")
                 return None
             consumed = tuple(sorted(plan.items()))
-            n = len(self.state.shares(d.id)) + self._p.uses.get(d.id, 0)
-            share_id = share_id_for(claim.uid, alt.name, d.id, n)
         else:
             if self.state.is_allocated(d.id) or d.id in self._p.uses:
-                self._reject(d, R.DEVICE_ALLOCATED, f"device {d.id} is already allocated")
+                self._reject(d, R.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
                 return None
             for name, amount in alt.capacity.items():
                 cap = d.capacity.get(name)
                 if cap is None or cap.value.value < amount.value:
                     self._reject(d, R.INSUFFICIENT_CAPACITY,
-                                 f"device {d.id}: capacity {name} is less than the requested {amount}")
+                                 lambda: f"device {d.id}: capacity {name} is less than the requested {amount}")
                     return None
 
         # constraints (matchAttribute) against devices already picked
@@ -321,7 +362,7 @@ class NodeAllocator:
             st = self.state.affinity(d.id)
             if st.status is AffinityStatus.UNRECONSTRUCTABLE:
                 self._reject(d, R.AFFINITY_UNRECONSTRUCTABLE,
-                             f"device {d.id} has unknown affinity state due to legacy or invalid "
+                             lambda: f"device {d.id} has unknown affinity state due to legacy or invalid "
                              f"active claims ({st.reason})" if st.reason else
                              f"device {d.id} has unknown affinity state due to legacy or invalid "
                              "active claims")
@@ -330,7 +371,7 @@ class NodeAllocator:
             self._check_fatal(res, d, claim, alt)
             if res.kind is OutcomeKind.NO_KEYS:
                 self._reject(d, R.AFFINITY_NO_KEYS,
-                             f"claim {claim.key} request {alt.name}: opaque configs produced no "
+                             lambda: f"claim {claim.key} request {alt.name}: opaque configs produced no "
                              f"non-empty key under sharingAffinity of pool {pi.driver}/{pi.name} "
                              f"(slices {', '.join(pi.metadata_slices)}): {res.message} "
                              f"(device {d.id} filtered)")
@@ -339,13 +380,13 @@ class NodeAllocator:
             pending = self._p.keys.get(d.id)
             if pending is not None and pending != keys:
                 self._reject(d, R.AFFINITY_LOCK_MISMATCH,
-                             f"device {d.id} is picked for another request of this pod with "
+                             lambda: f"device {d.id} is picked for another request of this pod with "
                              f"affinity {dict(pending)}, request {alt.name} needs {dict(keys)}")
                 return None
             if st.status is AffinityStatus.LOCKED:
                 if st.locked_affinity != keys:
                     self._reject(d, R.AFFINITY_LOCK_MISMATCH,
-                                 f"device {d.id} is locked to incompatible affinity values "
+                                 lambda: f"device {d.id} is locked to incompatible affinity values "
                                  f"{st.lock_dict()}; claim {claim.key} request {alt.name} "
                                  f"needs {dict(keys)}")
                     return None
@@ -384,22 +425,26 @@ class NodeAllocator:
                 other = _attribute(s.device, attr)
                 if mine is None or other is None or mine != other:
                     self._reject(d, R.CONSTRAINT_MISMATCH,
-                                 f"device {d.id}: attribute {attr} ({mine!r}) does not match "
+                                 lambda: f"device {d.id}: attribute {attr} ({mine!r}) does not match "
                                  f"{s.device.id} ({other!r}) for matchAttribute")
                     return False
             if mine is None and reqs:
-                self._reject(d, R.CONSTRAINT_MISMATCH, f"device {d.id} has no attribute {attr}")
+                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: f"device {d.id} has no attribute {attr}")
                 return False
         return True
 
 
-def _merged(a: Mapping[str, Quantity], b: Mapping[str, Quantity] | None) -> Mapping[str, Quantity]:
+def _merged(a: Mapping[str, Number], b: Mapping[str, Number] | None) -> Mapping[str, Number]:
     if not b:
         return a
     out = dict(a)
     for k, v in b.items():
-        out[k] = out[k] + v if k in out else v
+        out[k] = out.get(k, 0) + v
     return out
+
+
+def _fmt(n: Number) -> str:
+    return str(Quantity(Fraction(n)))
 
 
 def _attribute(d: DeviceInfo, qualified: str) -> object:

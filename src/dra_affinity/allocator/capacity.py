@@ -69,13 +69,11 @@ def plan_consumption(
 
 def fits(
     capacity: Mapping[str, DeviceCapacity],
-    used: Mapping[str, Quantity],
+    used: Mapping[str, int | Fraction],
     extra: Mapping[str, Quantity],
 ) -> str | None:
-    """None when ``extra`` fits beside ``used``; else the first capacity that overflows."""
+    """None when ``extra`` fits beside ``used`` (exact numbers); else the first that overflows."""
     for name, amount in extra.items():
-        total = capacity[name].value.value
-        have = used.get(name)
-        if (have.value if have is not None else 0) + amount.value > total:
+        if used.get(name, 0) + amount.num > capacity[name].value.num:
             return name
     return None

@@ -8,7 +8,7 @@ function over these, with no I/O and no clock.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,9 +122,30 @@ class PlannedShare:
     reused_lock: bool = False  # joined an existing matching lock (metrics)
 
 
-@dataclass
 class NodeResult:
-    node: str
-    ok: bool
-    shares: list[PlannedShare] = field(default_factory=list)
-    reasons: list[Reason] = field(default_factory=list)
+    """A node's verdict. Reasons are rendered on first access: a node that is
+    skipped over on the way to a feasible one never pays for its messages."""
+
+    __slots__ = ("_reason_fn", "_reasons", "codes", "node", "ok", "shares")
+
+    def __init__(self, node: str, ok: bool, shares: list[PlannedShare] | None = None,
+                 reasons: list[Reason] | Callable[[], list[Reason]] | None = None,
+                 codes: list[str] | None = None) -> None:
+        self.codes = codes if codes is not None else []  # reason codes, without rendering
+        self.node = node
+        self.ok = ok
+        self.shares = shares if shares is not None else []
+        self._reasons: list[Reason] | None = None
+        self._reason_fn: Callable[[], list[Reason]] | None = None
+        if callable(reasons):
+            self._reason_fn = reasons
+        else:
+            self._reasons = list(reasons or [])
+
+    @property
+    def reasons(self) -> list[Reason]:
+        if self._reasons is None:
+            assert self._reason_fn is not None
+            self._reasons = self._reason_fn()
+            self._reason_fn = None
+        return self._reasons

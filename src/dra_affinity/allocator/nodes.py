@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from dra_affinity.api.meta import NodeSelector, NodeSelectorRequirement
@@ -43,8 +44,11 @@ def node_selector_matches(sel: NodeSelector, node_name: str, labels: Mapping[str
     return False
 
 
+@functools.lru_cache(maxsize=65536)
 def selector_for_node(node_name: str) -> NodeSelector:
-    """The allocation-result node selector the Kubernetes allocator writes for node-local devices."""
+    """The allocation-result node selector the Kubernetes allocator writes for node-local devices.
+
+    Cached: objects are never mutated (every write makes a copy), so sharing one is safe."""
     return NodeSelector.model_validate(
         {
             "nodeSelectorTerms": [

@@ -66,12 +66,23 @@ class SchedulerMetrics:
             self.pool_unreconstructable.labels(*pid).set(ur)
         self._pools_seen |= set(per_pool)
 
+    def bind_state(self, source: Callable[[], tuple[int, int, dict[tuple[str, str], tuple[int, int]]]]
+                   ) -> None:
+        """Where the gauges come from (the current scheduler's cache); read on collection."""
+        self._state_source = source
+
+    def _collect_state(self) -> None:
+        if self._state_source is not None:
+            self.refresh(*self._state_source())
+
     def values(self) -> dict[str, int]:
         """The six KEP metrics as plain integers (for JSON output)."""
+        self._collect_state()
         def get(name: str) -> int:
             v = self.registry.get_sample_value(name)
             return int(v) if v is not None else 0
         return {name: get(name) for name in KEP_METRICS}
 
     def exposition(self) -> str:
+        self._collect_state()
         return generate_latest(self.registry).decode("utf-8")

@@ -20,7 +20,7 @@ and reconciled when a pool's extractors change.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,6 @@ from dra_affinity.allocator.model import (
 from dra_affinity.allocator.nodes import node_selector_matches, selector_for_node
 from dra_affinity.api.core import Pod
 from dra_affinity.api.meta import TypedObject
-from dra_affinity.api.quantity import Quantity
 from dra_affinity.api.resource import (
     AllocationResult,
     DeviceAllocationConfiguration,
@@ -58,11 +57,14 @@ from dra_affinity.observe import reasons as R
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
 from dra_affinity.scheduler.extraction import ExtractionMemo, in_scope
+from dra_affinity.scheduler.freeindex import FreeIndex
+from dra_affinity.scheduler.nodeindex import NodeIndex, Verdicts
 from dra_affinity.scheduler.snapshot import Snapshot
 from dra_affinity.scheduler.state import (
     AffinityState,
     AffinityStatus,
     AllocatedState,
+    Number,
     Share,
 )
 from dra_affinity.sim.cluster import Cluster, reserve_ref
@@ -121,8 +123,13 @@ class Scheduler:
         metrics: SchedulerMetrics | None = None,
         recorder: Recorder | None = None,
         scoring: str = "firstfit",
+        node_index: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.use_node_index = node_index
+        self._node_index: NodeIndex | None = None
+        self._free_index: FreeIndex | None = None
+        self.last_filter_seconds = 0.0
         self.gates = gates or FeatureGates()
         self.metrics = metrics or SchedulerMetrics()
         self.recorder = recorder or Recorder()
@@ -189,7 +196,22 @@ class Scheduler:
             labels = {n: self.cluster.node_labels(n) for n in nodes}
             self._snapshot = Snapshot.build(self.cluster.slices(), nodes, labels)
             self._selector_cache.clear()
+            self._node_index = None
+            self._free_index = None
         return self._snapshot
+
+    def node_index(self) -> NodeIndex:
+        snap = self.snapshot()
+        if self._node_index is None:
+            device_node: dict[str, str | None] = {}
+            for n in snap.nodes:
+                for d in snap.by_node.get(n, []):
+                    device_node[d.id] = n if d.id not in device_node else None
+            for did, local in snap.node_local.items():
+                if not local:
+                    device_node[did] = None
+            self._node_index = NodeIndex(snap.nodes, device_node, self.state)
+        return self._node_index
 
     # ================================================================== reconstruction
     def _request_class(self, claim: ResourceClaim, request: str) -> str | None:
@@ -408,7 +430,8 @@ class Scheduler:
                 None, d.id))
         return hit
 
-    def _filter_node(self, cyc: _Cycle, node: str, snap: Snapshot, state: AllocatedState) -> NodeResult:
+    def _filter_node(self, cyc: _Cycle, node: str, snap: Snapshot, state: AllocatedState,
+                     devices: Sequence[DeviceInfo] | None = None) -> NodeResult:
         labels = snap.labels.get(node, {})
         for k, v in cyc.pod.spec.node_selector.items():
             if labels.get(k) != v:
@@ -425,9 +448,10 @@ class Scheduler:
         if not cyc.to_allocate:
             return NodeResult(node, True)
         alloc = NodeAllocator(
-            node, snap.by_node.get(node, []), state,
+            node, snap.by_node.get(node, []) if devices is None else devices, state,
             affinity_enabled=self.gates.DRASharingAffinity,
-            extract=cyc.memo, selector_matches=self._selector_fn, counters=cyc.counters)
+            extract=cyc.memo, selector_matches=self._selector_fn, counters=cyc.counters,
+            plan_cache=snap.plan_cache)
         return alloc.allocate(cyc.to_allocate)
 
     def _filter_node_safe(self, cyc: _Cycle, node: str, snap: Snapshot) -> dict[str, Any]:
@@ -438,12 +462,93 @@ class Scheduler:
             return {"fits": False, "result": a.result.value, "reasons": [a.reason.as_dict()]}
         return {"fits": res.ok, "reasons": [r.as_dict() for r in res.reasons]}
 
+    def free_index(self) -> FreeIndex:
+        snap = self.snapshot()
+        if self._free_index is None or self._free_index.nodes is not snap.nodes:
+            self._free_index = FreeIndex(snap, self.state, self.gates.DRASharingAffinity)
+        return self._free_index
+
+    def _free_candidates(self, cyc: _Cycle, snap: Snapshot) -> Iterator[int] | None:
+        """Candidate node positions for a one-device request with a positive capacity need."""
+        claim = cyc.to_allocate[0]
+        alt = claim.requests[0].alternatives[0]
+        if not any(q.value > 0 for q in alt.capacity.values()):
+            return None
+        index = self.free_index()
+        if not index.usable:
+            return None
+        keys: list[Any] | None = []
+        if self.gates.DRASharingAffinity:
+            for pool in snap.extractor_pools():
+                res = cyc.memo(claim, alt, pool)
+                if res.kind is not OutcomeKind.OK:
+                    keys = None  # let the allocator meet the outcome where a full scan would
+                    break
+                assert keys is not None
+                keys.append(res.keys)
+        return index.candidates(keys)
+
+    def _signature(self, cyc: _Cycle) -> str | None:
+        """Content of what decides feasibility on a node; None when the index must not be used."""
+        if cyc.allocated or not cyc.to_allocate:
+            return None
+        parts = [repr(sorted(cyc.pod.spec.node_selector.items()))]
+        for c in cyc.claims:
+            parts.append(c.spec.model_dump_json())
+        return "\x00".join(parts)
+
     def _filter(self, cyc: _Cycle, state: AllocatedState) -> None:
         snap = self.snapshot()
         t0 = time.perf_counter()
         try:
             if not snap.nodes:
                 cyc.node_reasons.append(Reason(R.NO_NODES, "no nodes in the cluster"))
+            indexed = self.use_node_index and state is self.state and not cyc.allocated \
+                and bool(cyc.to_allocate)
+            if indexed:
+                results: dict[str, NodeResult] = {}
+                single = _single_device(cyc)
+                free = self._free_candidates(cyc, snap) if single else None
+                sig = self._signature(cyc) if free is None else None
+                index = self.node_index()
+                bad = index.verdicts(sig, len(snap.devices)) if single and sig is not None else None
+                counters = (state.device_version, state.lock_version, state.release_version)
+
+                def fits(node: str) -> bool:
+                    if bad is None:
+                        res = self._filter_node(cyc, node, snap, state)
+                        results[node] = res
+                        return res.ok
+                    # One device decides: skip devices whose "not viable" verdict still
+                    # holds; the first viable one is first-fit's choice.
+                    kinds, vers = bad.kind, bad.version
+                    for d in snap.by_node.get(node, ()):
+                        o = d.order
+                        if vers[o] == counters[kinds[o]].get(d.id, 0):
+                            continue
+                        res = self._filter_node(cyc, node, snap, state, [d])
+                        if res.ok:
+                            results[node] = res
+                            return True
+                        kind = _verdict_kind(res.codes)
+                        kinds[o] = kind
+                        vers[o] = counters[kind].get(d.id, 0)
+                    return False
+
+                if free is not None:
+                    found = None
+                    for pos in free:
+                        if fits(snap.nodes[pos]):
+                            found = snap.nodes[pos]
+                            break
+                else:
+                    assert sig is not None
+                    found = index.find(sig, fits)
+                if found is not None:
+                    cyc.chosen = results[found]
+                    return
+                # Nothing fits: a full pass gives every node's reasons (rare, off the hot path).
+                cyc.counters = Counters()
             for node in snap.nodes:
                 res = self._filter_node(cyc, node, snap, state)
                 if res.ok:
@@ -451,7 +556,8 @@ class Scheduler:
                     break  # first-fit: the first feasible node in order wins
                 cyc.node_reasons.extend(res.reasons)
         finally:
-            self.metrics.filter_seconds.observe(time.perf_counter() - t0)
+            self.last_filter_seconds = time.perf_counter() - t0
+            self.metrics.filter_seconds.observe(self.last_filter_seconds)
             self.metrics.evaluations.inc(cyc.memo.evaluations)
             cyc.memo.evaluations = 0
             self.metrics.lock_conflict.inc(cyc.counters.lock_conflicts)
@@ -465,7 +571,7 @@ class Scheduler:
         snap = self.snapshot()
         shares = cyc.chosen.shares
         pending: dict[str, tuple[tuple[str, str], ...]] = {}
-        extra: dict[str, dict[str, Quantity]] = {}
+        extra: dict[str, dict[str, Number]] = {}
         for s in shares:
             d = s.device
             if d.id not in snap.devices:
@@ -481,16 +587,15 @@ class Scheduler:
                                   cyc.chosen.node, d.id)
                 used = dict(self.state.consumed(d.id))
                 for n, a in extra.get(d.id, {}).items():
-                    used[n] = used[n] + a if n in used else a
-                for n, a in s.consumed:
-                    total = d.capacity[n].value.value
-                    if (used[n].value if n in used else 0) + a.value > total:
+                    used[n] = used.get(n, 0) + a
+                for n, q in s.consumed:
+                    if used.get(n, 0) + q.num > d.capacity[n].value.num:
                         return Reason(R.RESERVE_CONFLICT,
                                       f"device {d.id}: capacity {n} was consumed since Filter",
                                       cyc.chosen.node, d.id)
                 ex = extra.setdefault(d.id, {})
-                for n, a in s.consumed:
-                    ex[n] = ex[n] + a if n in ex else a
+                for n, q in s.consumed:
+                    ex[n] = ex.get(n, 0) + q.num
             if s.keys is not None:
                 st = self.state.affinity(d.id)
                 if st.status is AffinityStatus.UNRECONSTRUCTABLE:
@@ -532,7 +637,8 @@ class Scheduler:
             status = c.status.model_copy(update={"reserved_for": reserved})
             if ckey in by_claim and c.status.allocation is None:
                 shares = by_claim[ckey]
-                results = [DeviceRequestAllocationResult(
+                # Built from already-validated parts: construct without re-validation.
+                results = [DeviceRequestAllocationResult.model_construct(
                     request=s.request, driver=s.device.driver, pool=s.device.pool, device=s.device.name,
                     share_id=s.share_id, consumed_capacity=dict(s.consumed)) for s in shares]
                 config = _allocation_config(c, shares, classes)
@@ -639,6 +745,10 @@ class Scheduler:
 
     # ================================================================== observability
     def _refresh_gauges(self) -> None:
+        """Gauges are computed when metrics are read, not on every cycle."""
+        self.metrics.bind_state(self._gauge_values)
+
+    def _gauge_values(self) -> tuple[int, int, dict[tuple[str, str], tuple[int, int]]]:
         per_pool: dict[tuple[str, str], tuple[int, int]] = {}
         locked = unrec = 0
         for did, st in self.state.affinity_states.items():
@@ -651,13 +761,34 @@ class Scheduler:
                 unrec += 1
                 ur += 1
             per_pool[(driver, pool)] = (lk, ur)
-        self.metrics.refresh(locked, unrec, per_pool)
+        return locked, unrec, per_pool
 
     def device_states(self) -> dict[str, AffinityState]:
         return dict(self.state.affinity_states)
 
 
 # ====================================================================== helpers
+def _verdict_kind(codes: Sequence[str]) -> int:
+    if len(codes) == 1:
+        if codes[0] in (R.AFFINITY_LOCK_MISMATCH, R.AFFINITY_UNRECONSTRUCTABLE):
+            return Verdicts.LOCK
+        if codes[0] == R.INSUFFICIENT_CAPACITY:
+            return Verdicts.RELEASE
+    return Verdicts.ANY
+
+
+def _single_device(cyc: _Cycle) -> bool:
+    """One claim, one request, one way to satisfy it, one device, no constraints:
+    then a node fits exactly when one of its devices does."""
+    if len(cyc.to_allocate) != 1 or cyc.allocated:
+        return False
+    c = cyc.to_allocate[0]
+    if len(c.requests) != 1 or c.constraints:
+        return False
+    alts = c.requests[0].alternatives
+    return len(alts) == 1 and not alts[0].all_devices and alts[0].count == 1
+
+
 def _key(obj: TypedObject | None) -> str | None:
     if obj is None:
         return None

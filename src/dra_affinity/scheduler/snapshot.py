@@ -96,6 +96,19 @@ class Snapshot:
     devices: dict[str, DeviceInfo]  # by DeviceID, first-fit order
     by_node: dict[str, list[DeviceInfo]] = field(default_factory=dict)
     node_local: dict[str, bool] = field(default_factory=dict)  # DeviceID -> from a nodeName slice
+    # (device, request capacity) -> consumption plan or error text; valid for this snapshot
+    plan_cache: dict[Any, Any] = field(default_factory=dict)
+    _extractor_pools: list[PoolInfo] | None = None
+
+    def extractor_pools(self) -> list[PoolInfo]:
+        """One pool per distinct (driver, extractor set) among pools with sharing affinity."""
+        if self._extractor_pools is None:
+            seen: dict[tuple[str, tuple[tuple[str, str], ...]], PoolInfo] = {}
+            for p in self.pools.values():
+                if p.declares_sharing_affinity:
+                    seen.setdefault((p.driver, p.extractor_set), p)
+            self._extractor_pools = list(seen.values())
+        return self._extractor_pools
 
     @classmethod
     def build(cls, slices: Sequence[ResourceSlice], nodes: Sequence[str],

@@ -14,7 +14,11 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from fractions import Fraction
+
 from dra_affinity.api.quantity import Quantity
+
+Number = int | Fraction
 
 DeviceID = str  # "<driver>/<pool>/<device>", as Kubernetes' DeviceID prints
 ClaimKey = str  # "<namespace>/<name>"
@@ -45,6 +49,7 @@ class AffinityState:
 
 
 CLEAN = AffinityState()
+_EMPTY: Mapping[str, Number] = {}
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,7 @@ class Share:
 @dataclass
 class DeviceUsage:
     shares: list[Share] = field(default_factory=list)
-    consumed: dict[str, Quantity] = field(default_factory=dict)
+    consumed: dict[str, Number] = field(default_factory=dict)  # aggregated, exact
     exclusive: bool = False
 
 
@@ -88,6 +93,14 @@ class AllocatedState:
         self.affinity_states: dict[DeviceID, AffinityState] = {}
         # Bumped on every mutation; cheap invalidation for callers' caches.
         self.version = 0
+        # Devices in mutation order: lets a node index find which nodes changed
+        # since it last looked, without scanning every node.
+        self.changes: list[DeviceID] = []
+        # Per-device counters for cached "not viable" verdicts: any mutation; a change of
+        # the affinity state (lock set, cleared, unknown); a release of capacity.
+        self.device_version: dict[DeviceID, int] = {}
+        self.lock_version: dict[DeviceID, int] = {}
+        self.release_version: dict[DeviceID, int] = {}
 
     # -- reads ------------------------------------------------------------------
     def affinity(self, device: DeviceID) -> AffinityState:
@@ -97,9 +110,9 @@ class AllocatedState:
         u = self.usage.get(device)
         return u.shares if u else []
 
-    def consumed(self, device: DeviceID) -> Mapping[str, Quantity]:
+    def consumed(self, device: DeviceID) -> Mapping[str, Number]:
         u = self.usage.get(device)
-        return u.consumed if u else {}
+        return u.consumed if u else _EMPTY
 
     def is_allocated(self, device: DeviceID) -> bool:
         u = self.usage.get(device)
@@ -123,17 +136,26 @@ class AllocatedState:
         return locked, unrec
 
     # -- writes -----------------------------------------------------------------
+    def _bump(self, device: DeviceID, lock_before: AffinityState | None, released: bool) -> None:
+        self.version += 1
+        self.changes.append(device)
+        self.device_version[device] = self.device_version.get(device, 0) + 1
+        if self.affinity_states.get(device) is not lock_before:
+            self.lock_version[device] = self.lock_version.get(device, 0) + 1
+        if released:
+            self.release_version[device] = self.release_version.get(device, 0) + 1
+
     def add(self, device: DeviceID, share: Share, *, exclusive: bool) -> None:
         """Record an allocation and fold its keys into the device's lock."""
+        lock_before = self.affinity_states.get(device)
         u = self.usage.setdefault(device, DeviceUsage())
         u.shares.append(share)
         u.exclusive = u.exclusive or exclusive
         for name, amount in share.consumed:
-            prev = u.consumed.get(name)
-            u.consumed[name] = amount if prev is None else prev + amount
+            u.consumed[name] = u.consumed.get(name, 0) + amount.num
         if share.gated:
             self._fold(device, share)
-        self.version += 1
+        self._bump(device, lock_before, released=False)
 
     def _fold(self, device: DeviceID, share: Share) -> None:
         st = self.affinity(device)
@@ -173,17 +195,18 @@ class AllocatedState:
             (gone if hit else keep).append(s)
         if not gone:
             return []
+        lock_before = self.affinity_states.get(device)
         u.shares = keep
         for s in gone:
             for name, amount in s.consumed:
-                u.consumed[name] = u.consumed[name] - amount
+                u.consumed[name] = u.consumed[name] - amount.num
         if not keep:
             del self.usage[device]
             self.affinity_states.pop(device, None)
         else:
-            u.exclusive = u.exclusive and bool(keep)
+            u.exclusive = any(not s.consumed and s.share_id is None for s in keep) and u.exclusive
             self._recompute_lock_after_removal(device, keep)
-        self.version += 1
+        self._bump(device, lock_before, released=True)
         return gone
 
     def _recompute_lock_after_removal(self, device: DeviceID, keep: list[Share]) -> None:
@@ -209,11 +232,12 @@ class AllocatedState:
 
     def set_affinity(self, device: DeviceID, state: AffinityState) -> None:
         """Used by reconciliation; Clean removes the entry (zero value)."""
+        lock_before = self.affinity_states.get(device)
         if state.status is AffinityStatus.CLEAN:
             self.affinity_states.pop(device, None)
         else:
             self.affinity_states[device] = state
-        self.version += 1
+        self._bump(device, lock_before, released=True)
 
 
 def keys_of(mapping: Mapping[str, str] | Iterable[tuple[str, str]]) -> AffinityKeys:

@@ -1,0 +1,1 @@
+"""Benchmarks: scheduling throughput, Filter latency, memory, scaling, packing."""

@@ -1,0 +1,188 @@
+"""Throughput benchmark: fill a generated cluster from empty to ``fill`` of its slots.
+
+Only scheduling decisions are timed (PreFilter through Bind in the scheduler);
+creating the pods and claims through the API server is not. Each variant runs
+in its own process so its peak memory (max RSS) is its own.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import resource
+import sys
+import time
+import tracemalloc
+from dataclasses import replace
+from typing import Any
+
+from dra_affinity.allocator.model import Result
+from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+from dra_affinity.sim.cluster import Cluster
+from dra_affinity.sim.workload import (
+    Arrival,
+    WorkloadSpec,
+    device_class,
+    pod_objects,
+    slices,
+    stream,
+)
+
+
+def build_cluster(spec: WorkloadSpec) -> Cluster:
+    cluster = Cluster()
+    assert cluster.apply(device_class()).applied
+    for i in range(spec.nodes):
+        for s in slices(spec, i):
+            res = cluster.apply(s)
+            assert res.applied, res.errors
+    return cluster
+
+
+def _percentile(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    v = sorted(values)
+    k = min(len(v) - 1, max(0, int(round(p / 100 * (len(v) - 1)))))
+    return v[k]
+
+
+def run_fill(spec: WorkloadSpec) -> dict[str, Any]:
+    """Run one variant in this process; returns its figures."""
+    gc.collect()
+    t_build = time.perf_counter()
+    cluster = build_cluster(spec)
+    sched = Scheduler(cluster, FeatureGates(DRASharingAffinity=True), node_index=True)
+    sched.start()
+    build_s = time.perf_counter() - t_build
+    total = spec.total_slots
+    target = int(spec.fill * total)
+    used = 0
+    sched_time = 0.0
+    filter_times: list[float] = []
+    decile_time = [0.0] * 10
+    decile_pods = [0] * 10
+    attempts = placed = unschedulable = deletions = 0
+    gen = stream(spec)
+    ev = next(gen)
+    slots_of: dict[str, int] = {}
+    while used < target and (spec.max_pods is None or attempts < spec.max_pods):
+        if isinstance(ev, Arrival):
+            claim, pod = pod_objects(ev.pod, ev.value)
+            cluster.apply(claim)
+            cluster.apply(pod)
+            key = f"default/{ev.pod}"
+            # CPU time of this process: the decision cost, robust to other load on the machine.
+            t0 = time.process_time()
+            a = sched.schedule(key)
+            dt = time.process_time() - t0
+            attempts += 1
+            sched_time += dt
+            filter_times.append(sched.last_filter_seconds)
+            d = min(9, int(10 * used / total))
+            decile_time[d] += dt
+            decile_pods[d] += 1
+            ok = a.result is Result.SCHEDULED
+            if ok:
+                placed += 1
+                used += 1
+                slots_of[ev.pod] = 1
+            else:
+                unschedulable += 1
+                cluster.delete("Pod", key)
+                cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
+            ev = gen.send(ok)
+        else:
+            cluster.delete("Pod", f"default/{ev.pod}")
+            used -= slots_of.pop(ev.pod, 0)
+            deletions += 1
+            ev = gen.send(None)
+        if unschedulable > 1000 and unschedulable > placed:
+            break  # the workload cannot fill further (should not happen at the default fill)
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "podsPerSecond": round(attempts / sched_time, 1) if sched_time else 0.0,
+        "filterP50Ms": round(1000 * _percentile(filter_times, 50), 4),
+        "filterP99Ms": round(1000 * _percentile(filter_times, 99), 4),
+        "peakMemoryMB": round(rss_kb / 1024, 1),
+        "fillDeciles": [
+            {"fill": round((i + 1) / 10, 1),
+             "podsPerSecond": round(decile_pods[i] / decile_time[i], 1) if decile_time[i] else None,
+             "pods": decile_pods[i]}
+            for i in range(10) if decile_pods[i]
+        ],
+        "attempts": attempts,
+        "scheduled": placed,
+        "unschedulable": unschedulable,
+        "deletions": deletions,
+        "finalFill": round(used / total, 4),
+        "schedulingSeconds": round(sched_time, 3),
+        "setupSeconds": round(build_s, 3),
+        "lockedDevices": sched.metrics.values()["sharing_affinity_locked_devices"],
+        "extractorEvaluations": sched.metrics.values()["sharing_affinity_extractor_evaluations_total"],
+    }
+
+
+def _child(spec: WorkloadSpec, q: Any) -> None:
+    try:
+        q.put(("ok", run_fill(spec)))
+    except BaseException as e:  # report, never hang the parent
+        q.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def run_isolated(spec: WorkloadSpec) -> dict[str, Any]:
+    """One variant in a fresh process (own peak RSS)."""
+    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(spec, q))
+    p.start()
+    status, payload = q.get()
+    p.join()
+    if status != "ok":
+        raise RuntimeError(payload)
+    assert isinstance(payload, dict)
+    return payload
+
+
+def lock_state_bytes(devices: int = 1000, keys: int = 2) -> int:
+    """Bytes held by AffinityStates for ``devices`` locked devices (tracemalloc)."""
+    from dra_affinity.scheduler.state import AffinityState, AffinityStatus
+
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    states = {f"networking.example.com/node-{i:05d}/nic0":
+              AffinityState(AffinityStatus.LOCKED,
+                            tuple((f"k{j}", f"value-{i:05d}-{j}") for j in range(keys)))
+              for i in range(devices)}
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    size = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    del states
+    return size
+
+
+def bench(spec: WorkloadSpec, *, scaling: bool = False, isolated: bool = True,
+          scaling_nodes: tuple[int, ...] = (500, 1000, 2000, 5000),
+          scaling_devices: tuple[int, ...] = (4, 8, 32), scaling_pods: int = 5000) -> dict[str, Any]:
+    run = run_isolated if isolated else run_fill
+    with_aff = run(replace(spec, affinity=True))
+    without = run(replace(spec, affinity=False))
+    out: dict[str, Any] = {
+        "workload": {**spec.as_dict(), "totalSlots": spec.total_slots},
+        "withAffinity": with_aff,
+        "withoutAffinity": without,
+        "overheadRatio": round(with_aff["podsPerSecond"] / without["podsPerSecond"], 3)
+        if without["podsPerSecond"] else None,
+        "lockStateBytesPer1000Devices": lock_state_bytes(),
+    }
+    if scaling:
+        rows = []
+        for n in scaling_nodes:
+            for d in scaling_devices:
+                s = replace(spec, nodes=n, devices_per_node=d, max_pods=scaling_pods, affinity=True)
+                r = run(s)
+                rows.append({"nodes": n, "devicesPerNode": d, "podsPerSecond": r["podsPerSecond"],
+                             "filterP50Ms": r["filterP50Ms"], "filterP99Ms": r["filterP99Ms"],
+                             "pods": r["attempts"]})
+        out["scaling"] = rows
+    return out

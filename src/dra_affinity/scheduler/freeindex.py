@@ -1,0 +1,139 @@
+"""Which nodes can possibly fit a one-device request: an index by free capacity and lock.
+
+For a request that needs one device and a positive amount of some capacity, a
+device can only be viable if it has room and is either clean (or not gated by
+sharing affinity) or locked to exactly the request's keys. The index keeps,
+per such category (clean, or a lock value), the sorted positions of nodes that
+have at least one device in it, so the first node worth evaluating is found
+in O(log n). Candidates are still evaluated by the full allocator, in node
+order, so the node chosen is the one a full first-fit scan would choose: the
+index only skips nodes that cannot fit.
+
+It is kept up to date from :attr:`AllocatedState.changes`, and rebuilt with
+the snapshot. Devices visible from several nodes disable it (fallback to the
+other paths).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from dra_affinity.allocator.model import DeviceInfo
+from dra_affinity.scheduler.snapshot import Snapshot
+from dra_affinity.scheduler.state import AffinityStatus, AllocatedState
+
+CLEAN: Any = ("",)  # category of clean or ungated devices with room
+ANY: Any = ("*",)  # every node with a device that has room (any category)
+
+
+class FreeIndex:
+    def __init__(self, snap: Snapshot, state: AllocatedState, affinity_enabled: bool) -> None:
+        self.state = state
+        self.affinity_enabled = affinity_enabled
+        self.nodes = snap.nodes
+        self.usable = True
+        self.devices: dict[str, tuple[DeviceInfo, int]] = {}
+        for i, n in enumerate(snap.nodes):
+            for d in snap.by_node.get(n, ()):
+                if d.id in self.devices or not snap.node_local.get(d.id, False):
+                    self.usable = False
+                self.devices[d.id] = (d, i)
+        self.category: dict[str, Any] = {}
+        self.count: dict[tuple[int, Any], int] = {}
+        self.by_category: dict[Any, SortedList] = {}  # type: ignore[type-arg]
+        self.seen = len(state.changes)
+        if self.usable:
+            for did in self.devices:
+                self._update(did)
+
+    # ------------------------------------------------------------------ maintenance
+    def _category(self, d: DeviceInfo) -> Any:
+        pi = d.pool_info
+        st = self.state
+        if pi.invalid_reason:
+            return None
+        if pi.declares_sharing_affinity and not self.affinity_enabled:
+            return None
+        if d.multi and self.affinity_enabled and pi.incomplete_reason:
+            return None
+        if d.gated and pi.affinity_invalid_reason:
+            return None
+        if not d.multi:
+            return None if st.is_allocated(d.id) else CLEAN
+        if st.is_exclusively_allocated(d.id):
+            return None
+        used = st.consumed(d.id)
+        caps = d.capacity
+        if caps and all(used.get(n, 0) >= c.value.num for n, c in caps.items()):
+            return None  # full: no positive request fits
+        if d.gated and self.affinity_enabled:
+            a = st.affinity(d.id)
+            if a.status is AffinityStatus.UNRECONSTRUCTABLE:
+                return None
+            if a.status is AffinityStatus.LOCKED:
+                return a.locked_affinity
+        return CLEAN
+
+    def _move(self, pos: int, cat: Any, delta: int) -> None:
+        for key in (cat, ANY):
+            k = (pos, key)
+            n = self.count.get(k, 0) + delta
+            if n:
+                self.count[k] = n
+            else:
+                self.count.pop(k, None)
+            lst = self.by_category.get(key)
+            if n == 1 and delta == 1:
+                if lst is None:
+                    lst = self.by_category[key] = SortedList()
+                lst.add(pos)
+            elif n == 0 and lst is not None:
+                lst.discard(pos)
+
+    def _update(self, did: str) -> None:
+        entry = self.devices.get(did)
+        if entry is None:
+            return
+        d, pos = entry
+        new = self._category(d)
+        old = self.category.get(did)
+        if new == old:
+            return
+        if old is not None:
+            self._move(pos, old, -1)
+        if new is not None:
+            self._move(pos, new, +1)
+            self.category[did] = new
+        else:
+            self.category.pop(did, None)
+
+    def catch_up(self) -> None:
+        changes = self.state.changes
+        if self.seen < len(changes):
+            for did in set(changes[self.seen:]):
+                self._update(did)
+            self.seen = len(changes)
+
+    # ------------------------------------------------------------------ queries
+    def candidates(self, keys: Iterable[Any] | None) -> Iterator[int]:
+        """Node positions, ascending, that may fit: clean/ungated room or room under one of
+        ``keys``; with ``keys`` None (extraction did not give keys) any node with room."""
+        self.catch_up()
+        cats = [ANY] if keys is None else [CLEAN, *set(keys)]
+        lists = [self.by_category[c] for c in cats if c in self.by_category]
+        if len(lists) == 1:
+            return iter(lists[0])
+        merged = heapq.merge(*lists)
+        return _dedupe(merged)
+
+
+def _dedupe(it: Iterator[int]) -> Iterator[int]:
+    last = -1
+    for p in it:
+        if p != last:
+            yield p
+            last = p
