@@ -45,7 +45,10 @@ from .values import (
     INT64_MIN,
     TYPE_IDENTIFIERS,
     UINT64_MAX,
+    CelMap,
+    ConstList,
     UInt,
+    canon_key,
     cel_eq,
     compare,
     is_list,
@@ -519,9 +522,76 @@ class Compiler:
         self.variables = variables
 
     def compile(self, e: A.Expr, scope: frozenset[str] = frozenset()) -> Fn:
+        if isinstance(e, (A.ListLit, A.MapLit, A.And, A.Or, A.Cond)):
+            folded = self._fold(e)
+            if folded is not None:
+                value, cost = folded
+
+                # Constant structure is built once, at compile time; the cost
+                # charged is still what cel-go charges for building it.
+                def const_structure(env: Env, m: Meter) -> object:
+                    c = m.cost + cost
+                    m.cost = c
+                    if c > m.limit:
+                        exceeded(m)
+                    return value
+
+                return const_structure
         method = getattr(self, "_c_" + type(e).__name__)
         fn: Fn = method(e, scope)
         return fn
+
+    def _fold(self, e: A.Expr) -> tuple[object, int] | None:
+        """(value, runtime cost) of a constant sub-expression, or None.
+
+        Literals of constants fold to read-only values (ConstList, frozen CelMap);
+        ``&&``, ``||`` and ``?:`` fold when constants decide them, charging
+        only the operands cel-go would evaluate.
+        """
+        if isinstance(e, A.Const):
+            return e.value, 0
+        if isinstance(e, A.ListLit):
+            parts = [self._fold(x) for x in e.elems]
+            if any(p is None for p in parts):
+                return None
+            done = [p for p in parts if p is not None]
+            return ConstList(v for v, _ in done), LIST_CREATE_BASE_COST + sum(c for _, c in done)
+        if isinstance(e, A.MapLit):
+            out = CelMap()
+            cost = MAP_CREATE_BASE_COST
+            for k, v in e.entries:
+                fk = self._fold(k)
+                fv = self._fold(v)
+                if fk is None or fv is None:
+                    return None
+                ck = canon_key(fk[0]) if type(fk[0]) is not float else None
+                if ck is None or ck in out.canon or (ck[0] != "s" and fk[0] in out):
+                    return None  # left to fail at run time, as in cel-go
+                out.canon[ck] = fk[0]
+                out[fk[0]] = fv[0]
+                cost += fk[1] + fv[1]
+            out.freeze()
+            return out, cost
+        if isinstance(e, (A.And, A.Or)):
+            decisive = isinstance(e, A.Or)  # the value that short-circuits
+            left = self._fold(e.left)
+            if left is None or type(left[0]) is not bool:
+                return None
+            if left[0] is decisive:
+                return left
+            right = self._fold(e.right)
+            if right is None or type(right[0]) is not bool:
+                return None
+            return right[0], left[1] + right[1]
+        if isinstance(e, A.Cond):
+            cond = self._fold(e.cond)
+            if cond is None or type(cond[0]) is not bool:
+                return None
+            branch = self._fold(e.then if cond[0] else e.other)
+            if branch is None:
+                return None
+            return branch[0], cond[1] + branch[1]
+        return None
 
     # -- leaves ---------------------------------------------------------
 
@@ -891,25 +961,20 @@ class Compiler:
         entries = tuple((self.compile(k, scope), self.compile(v, scope)) for k, v in e.entries)
 
         def map_lit(env: Env, m: Meter) -> object:
-            out: dict[object, object] = {}
+            out = CelMap()
+            canon = out.canon
             for kf, vf in entries:
                 k = kf(env, m)
                 v = vf(env, m)
-                tk = type(k)
-                if tk is str:
-                    if k in out:
-                        raise CELEvalError(f"map literal has repeated key: {k}", INVALID_ARGUMENT)
-                elif tk is int or tk is bool or tk is UInt:
-                    for existing in out:
-                        if cel_eq(existing, k) or (existing == k and type(existing) is not str):
-                            raise CELEvalError(
-                                f"map literal has repeated or colliding key: {k!r}",
-                                INVALID_ARGUMENT,
-                            )
-                else:
-                    raise CELEvalError(
-                        f"unsupported map key type: {type_name(k)}", INVALID_ARGUMENT
-                    )
+                ck = canon_key(k) if type(k) is not float else None
+                if ck is None:
+                    raise CELEvalError(f"unsupported map key type: {type_name(k)}", INVALID_ARGUMENT)
+                if ck in canon:
+                    raise CELEvalError(f"map literal has repeated key: {k!r}", INVALID_ARGUMENT)
+                if ck[0] != "s" and k in out:
+                    # Python's dict cannot hold both true and 1 (or false and 0).
+                    raise CELEvalError(f"map literal keys {k!r} and {canon_key(k)!r} collide", INVALID_ARGUMENT)
+                canon[ck] = k
                 out[k] = v
             charge(m, MAP_CREATE_BASE_COST)
             return out

@@ -234,6 +234,89 @@ def cel_eq(a: Any, b: Any) -> bool:
     return False
 
 
+class ConstList(list):  # type: ignore[type-arg]
+    """A read-only list: the value of a constant list literal, shared across evaluations."""
+
+    __slots__ = ()
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("constant CEL list is read-only")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _readonly
+    append = extend = insert = pop = remove = clear = sort = reverse = _readonly
+
+
+class CelMap(dict):  # type: ignore[type-arg]
+    """A map built by a CEL map literal: a ``dict`` plus an index of its keys by CEL equality.
+
+    CEL keys ``1`` and ``1u`` are the same key and ``true`` never equals ``1``;
+    the index makes lookups with such keys O(1).
+    """
+
+    __slots__ = ("canon", "frozen")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.canon: dict[tuple[str, object], object] = {}
+        self.frozen = False
+
+    def freeze(self) -> None:
+        """Make the map read-only (constant literals are shared across evaluations)."""
+        self.frozen = True
+
+    def _check(self) -> None:
+        if self.frozen:
+            raise TypeError("constant CEL map is read-only")
+
+    def __setitem__(self, key: object, value: object) -> None:
+        self._check()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: object) -> None:
+        self._check()
+        super().__delitem__(key)
+
+    def clear(self) -> None:
+        self._check()
+        super().clear()
+
+    def pop(self, *args: Any) -> Any:
+        self._check()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[Any, Any]:
+        self._check()
+        return super().popitem()
+
+    def setdefault(self, *args: Any) -> Any:
+        self._check()
+        return super().setdefault(*args)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._check()
+        super().update(*args, **kwargs)
+
+    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
+        self._check()
+        return super().__ior__(other)
+
+
+def canon_key(k: object) -> tuple[str, object] | None:
+    """The CEL identity of a map key (int and uint coincide), or None if it cannot be a key."""
+    t = type(k)
+    if t is str:
+        return ("s", k)
+    if t is bool:
+        return ("b", k)
+    if t is int:
+        return ("n", k)
+    if t is UInt:
+        return ("n", k.value)  # type: ignore[attr-defined]
+    if t is float and k.is_integer():  # type: ignore[attr-defined]
+        return ("n", int(k))  # type: ignore[call-overload]
+    return None
+
+
 def map_lookup(m: Mapping[object, object], key: Any) -> tuple[bool, object]:
     """Look a key up with CEL key equality (``1``, ``1u`` and ``1.0`` match; ``true`` never matches ``1``)."""
     if type(key) is str:
@@ -243,9 +326,29 @@ def map_lookup(m: Mapping[object, object], key: Any) -> tuple[bool, object]:
             return False, None
         except TypeError:
             return False, None
-    for k, v in m.items():
-        if cel_eq(k, key):
-            return True, v
+    if type(m) is CelMap:
+        ck = canon_key(key)
+        if ck is None or ck not in m.canon:
+            return False, None
+        return True, m[m.canon[ck]]
+    # Maps from the activation (decoded JSON) have string keys, so a
+    # non-string key rarely matches; small maps are scanned with CEL key
+    # equality, large ones use Python hashing (exact unless a caller-supplied
+    # map mixes bool and int keys).
+    ck = canon_key(key)
+    if ck is None:
+        return False, None
+    if len(m) <= 64:
+        for k, v in m.items():
+            if canon_key(k) == ck:
+                return True, v
+        return False, None
+    probe = ck[1]
+    try:
+        if probe in m:
+            return True, m[probe]
+    except TypeError:
+        pass
     return False, None
 
 
