@@ -254,3 +254,13 @@ def test_runtime_cost_never_exceeds_estimate_max(expr: str, obj: object) -> None
     prog = EXTRACTOR_ENV.compile(expr)
     _, cost = prog.evaluate({"object": obj}, 10**8)
     assert cost <= prog.cost_estimate.max
+
+
+def test_large_constant_literal_in_a_loop_is_cheap() -> None:
+    lit = "{" + ", ".join(f"{i}: {i}" for i in range(2000)) + "}"
+    prog = EXTRACTOR_ENV.compile(f"object.l.all(x, {lit}[1999] == 1999)")
+    start = time.perf_counter()
+    value, cost = prog.evaluate({"object": {"l": list(range(5000))}}, SHARING_AFFINITY_CEL_MAX_COST)
+    assert value is True
+    assert cost == 2 + 5000 * (3 + 30 + 1 + 1) + 1
+    assert time.perf_counter() - start < 1.0

@@ -511,3 +511,26 @@ def test_unbound_variable_is_an_eval_error() -> None:
     prog = EXTRACTOR_ENV.compile("object.a")
     with pytest.raises(CELEvalError, match="not bound"):
         prog.evaluate({}, 100)
+
+
+def test_constant_literals_are_shared_and_read_only() -> None:
+    prog = EXTRACTOR_ENV.compile("[1, [2, 3], {'a': 1}]")
+    first, cost = prog.evaluate({}, 100)
+    assert first == [1, [2, 3], {"a": 1}]
+    assert cost == 10 + 10 + 30  # still charged as cel-go builds them
+    with pytest.raises(TypeError):
+        first.append(4)  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        first[2]["b"] = 2  # type: ignore[index]
+    assert prog.evaluate({}, 100)[0] == [1, [2, 3], {"a": 1}]
+
+
+def test_map_literal_keys_follow_cel_equality() -> None:
+    assert ev("{1: 'a'}[1u]") == "a"
+    assert ev("{1u: 'a'}[1]") == "a"
+    assert ev("{1: 'a'}[1.0]") == "a"
+    assert ev("{true: 'a'}[true]") == "a"
+    assert ev("1u in {1: 2}") is True
+    assert ev("{1: 2} == {1u: 2}") is True
+    with pytest.raises(CELEvalError, match="collide"):
+        ev("{1: 'a', true: 'b'}")
