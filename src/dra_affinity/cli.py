@@ -130,10 +130,11 @@ def _scenario_sim(file: str, at_step: int | None) -> Any:
               help="File with a ResourceClaim (or ResourceClaimTemplate).")
 @click.option("--class", "class_files", multiple=True, type=click.Path(dir_okay=False),
               help="File with DeviceClass(es) whose configs are in scope; repeatable.")
+@click.option("--claim-name", default=None, help="Which claim of the file (default: the first).")
 @click.option("--request", default=None, help="Only this request (or subrequest req/sub).")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[str, ...],
-             request: str | None, output: str) -> None:
+             claim_name: str | None, request: str | None, output: str) -> None:
     """Run a slice's sharingAffinity extractors against a claim's opaque configs.
 
     Shows, per extractor and per in-scope opaque config, the value or the
@@ -150,7 +151,7 @@ def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[s
     try:
         slices = [s for f in slice_files for s in load_one(f, ResourceSlice)]
         classes = [c for f in class_files for c in load_one(f, DeviceClass)]
-        claim = claim_from(claim_file)
+        claim = claim_from(claim_file, claim_name)
     except ManifestError as e:
         _fail_input(e)
     if not any(s.spec.sharing_affinity for s in slices):  # type: ignore[attr-defined]
@@ -197,7 +198,8 @@ def validate(paths: tuple[str, ...], together: bool, output: str) -> None:
     gathered into pools and checked across slices (duplicate keys, combined
     cost, completeness): per file, or across all files with --together (for
     a driver's slices split over several files). Exit status 1 on any error
-    (warnings, such as an incomplete pool, do not count).
+    (warnings, such as an incomplete pool, do not count), 2 when a file
+    cannot be read or parsed.
 
     \b
     Example:
@@ -206,14 +208,15 @@ def validate(paths: tuple[str, ...], together: bool, output: str) -> None:
     from dra_affinity.tools import validate_paths
 
     findings = validate_paths(list(paths), together=together)
-    errors = [f for f in findings if f.severity == "error"]
+    unreadable = [f for f in findings if f.severity == "input"]
+    errors = [f for f in findings if f.severity in ("error", "input")]
     if output == "json":
         click.echo(_dump({"errors": len(errors), "findings": [f.as_dict() for f in findings]}))
     else:
         for f in findings:
             click.echo(f"{f.severity}: {f.render()}")
         click.echo(f"{len(errors)} error(s), {len(findings) - len(errors)} warning(s)")
-    sys.exit(EXIT_EXPECTATION if errors else EXIT_OK)
+    sys.exit(EXIT_INPUT if unreadable else EXIT_EXPECTATION if errors else EXIT_OK)
 
 
 @main.command()

@@ -167,7 +167,7 @@ def _validate_files(files: Sequence[str]) -> list[Finding]:
         try:
             docs = read_documents(_read(path), path)
         except ManifestError as e:
-            findings.extend(Finding(e.source, "-", fe.path, fe.render()) for fe in e.errors)
+            findings.extend(Finding(e.source, "-", fe.path, fe.render(), "input") for fe in e.errors)
             continue
         for d in docs:
             if isinstance(d.data, dict) and d.data.get("kind") == "Scenario":
@@ -286,12 +286,14 @@ def locks(sim: Simulation) -> list[dict[str, Any]]:
 
 
 def load_one(path: str, kind: type[TypedObject]) -> list[TypedObject]:
-    objs = [o for _, o in load_file(path) if isinstance(o, kind)]
-    return objs
+    """Objects of one kind from a manifest or scenario file (Scenario documents skipped)."""
+    return [o for _, o in load_kinds([path]) if isinstance(o, kind)]
 
 
-def claim_from(path: str) -> ResourceClaim:
-    objs = [o for _, o in load_file(path)]
+def claim_from(path: str, name: str | None = None) -> ResourceClaim:
+    """The (named, or first) ResourceClaim of a file, or a claim made from a template."""
+    objs = [o for _, o in load_kinds([path])
+            if name is None or o.metadata.name == name]
     for o in objs:
         if isinstance(o, ResourceClaim):
             return o
@@ -301,4 +303,5 @@ def claim_from(path: str) -> ResourceClaim:
                 "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace},
                 "spec": o.spec.spec.to_dict()})
-    raise ManifestError(path, [FieldError("", "no ResourceClaim or ResourceClaimTemplate in file")])
+    what = f"named {name!r} " if name else ""
+    raise ManifestError(path, [FieldError("", f"no ResourceClaim or ResourceClaimTemplate {what}in file")])

@@ -371,10 +371,10 @@ class NodeAllocator:
             self._check_fatal(res, d, claim, alt)
             if res.kind is OutcomeKind.NO_KEYS:
                 self._reject(d, R.AFFINITY_NO_KEYS,
-                             lambda: f"claim {claim.key} request {alt.name}: opaque configs produced no "
-                             f"non-empty key under sharingAffinity of pool {pi.driver}/{pi.name} "
-                             f"(slices {', '.join(pi.metadata_slices)}): {res.message} "
-                             f"(device {d.id} filtered)")
+                             lambda: f"claim {claim.key} request {alt.name}: strict gating: not every "
+                             f"sharingAffinity extractor of pool {pi.driver}/{pi.name} (slices "
+                             f"{', '.join(pi.metadata_slices)}) produced a non-empty value: "
+                             f"{res.message} (device {d.id} filtered)")
                 return None
             keys = res.keys
             pending = self._p.keys.get(d.id)
@@ -408,7 +408,7 @@ class NodeAllocator:
         if res.kind is OutcomeKind.SELF_INCONSISTENT:
             raise Abort(Result.UNRESOLVABLE, Reason(
                 R.AFFINITY_SELF_INCONSISTENT,
-                f"claim {claim.key} request {alt.name} is self-inconsistent: {res.message}",
+                f"claim {claim.key} request {alt.name}: {res.message}",
                 self.node, d.id))
 
     def _constraints_ok(self, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+
+# *_created samples carry wall-clock timestamps: they would make output differ run to run.
+disable_created_metrics()
 
 # The six metrics named in the KEP (Monitoring Requirements).
 LOCKED = "sharing_affinity_locked_devices"

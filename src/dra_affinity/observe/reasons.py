@@ -35,7 +35,7 @@ POOL_INVALID = "PoolInvalid"
 NO_DEVICES = "NoMatchingDevices"
 NO_NODES = "NoNodes"
 SEARCH_LIMIT = "AllocationSearchLimit"
-PREPARE_FAILED = "PrepareFailed"
+POD_NOT_FOUND = "PodNotFound"
 
 AFFINITY_CODES = frozenset({
     AFFINITY_LOCK_MISMATCH, AFFINITY_NO_KEYS, AFFINITY_UNRECONSTRUCTABLE,

@@ -315,7 +315,9 @@ class Scheduler:
                 k = None
                 if claim is not None:
                     memo = ExtractionMemo({s.claim: claim}, classes)
-                    k, why = self._derive_keys(claim, s.request, info, memo)
+                    k, w = self._derive_keys(claim, s.request, info, memo)
+                    if k is None and not why:
+                        why = f"claim {s.claim}: {w}"  # the first claim that cannot be derived
                     self.metrics.evaluations.inc(memo.evaluations)
                 elif s.keys is not None:
                     k = s.keys  # tentative share of a cycle in flight: keep what Filter extracted
@@ -678,8 +680,9 @@ class Scheduler:
         for key in pod_keys:
             pod = self.cluster.pod(key)
             if pod is None:
+                msg = f"pod {key} does not exist (deleted or never created)"
                 cycles.append(Attempt(key, Result.UNRESOLVABLE, reasons=[
-                    Reason(R.CLAIM_NOT_FOUND, f"pod {key} does not exist")]))
+                    Reason(R.POD_NOT_FOUND, msg)], message=msg))
                 continue
             if pod.spec.node_name:
                 cycles.append(self._already_bound(pod, key))

@@ -34,6 +34,7 @@ class Simulation:
     steps: list[dict[str, Any]] = field(default_factory=list)
     failed: int = 0
     scheduler_gates: dict[str, bool] = field(default_factory=dict)
+    warnings: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         gates = self.scenario.spec.feature_gates
@@ -54,6 +55,10 @@ class Simulation:
                 raise ManifestError(doc.source, res.errors or [FieldError("", "rejected")],
                                     doc.index, doc.line, f"({obj.kind} {obj.metadata.name})",
                                     ["rejected by the API server"])
+            for w in res.warnings:
+                # e.g. sharingAffinity dropped because the API server gate is off
+                self.warnings.append({"object": f"{obj.kind} {obj.metadata.name}",
+                                      "document": str(doc.index), "warning": w})
 
     # ------------------------------------------------------------------ steps
     def run(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -69,11 +74,14 @@ class Simulation:
             assert step.schedule is not None
             a = self.scheduler.schedule(_pod_key(step.schedule), fail_bind=bool(step.fail_bind),
                                         fail_prepare=bool(step.fail_prepare))
-            self.steps.append(self._attempt_entry(i, "schedule", a, step.expect))
+            exp = step.expect if not isinstance(step.expect, list) else None
+            self.steps.append(self._attempt_entry(i, "schedule", a, exp))
         elif action == "scheduleConcurrently":
             pods = [_pod_key(p) for p in step.schedule_concurrently or []]
-            for a in self.scheduler.schedule_concurrently(pods):
-                self.steps.append(self._attempt_entry(i, "scheduleConcurrently", a, None))
+            exp = step.expect
+            for j, a in enumerate(self.scheduler.schedule_concurrently(pods)):
+                e = exp[j] if isinstance(exp, list) else exp
+                self.steps.append(self._attempt_entry(i, "scheduleConcurrently", a, e))
         elif action == "delete":
             assert step.delete is not None
             key = _pod_key(step.delete)
@@ -155,6 +163,9 @@ class Simulation:
     def _check_device(self, e: ExpectDevice) -> list[dict[str, Any]]:
         status, lock, claims = self.device_view(e.device)
         out: list[dict[str, Any]] = []
+        if e.device not in self.scheduler.snapshot().devices and not claims:
+            # A typo in a device ID must not pass as "Clean".
+            return [self._expect(False, f"{e.device}: no such device in any published slice")]
         if e.status is not None:
             out.append(self._expect(status == e.status,
                                     f"{e.device} status: expected {e.status}, got {status}"))
@@ -208,6 +219,7 @@ class Simulation:
             "metrics": self.metrics.values(),
             "events": [e.as_dict() for e in self.recorder.events],
             "logs": list(self.recorder.logs),
+            "warnings": list(self.warnings),
             "expectationsFailed": self.failed,
         }
 

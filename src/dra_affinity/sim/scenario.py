@@ -82,8 +82,8 @@ class Step(K8sModel):
     restart: Restart | None = None
     apiserver_feature_gates: Gates | None = None
     expect_device: ExpectDevice | None = None
-    # modifiers
-    expect: Expect | None = None
+    # modifiers; on scheduleConcurrently a list gives one expectation per pod, in order
+    expect: Expect | list[Expect] | None = None
     fail_bind: bool | None = None
     fail_prepare: bool | None = None
 
@@ -192,6 +192,18 @@ def _check_steps(sc: Scenario, sdoc: Document, seen: dict[tuple[str, str], int])
                                      "one of " + ", ".join(_ACTIONS)))
             continue
         action = actions[0]
+        if step.fail_bind and step.fail_prepare:
+            errors.append(FieldError(f"{path}.failPrepare",
+                                     "Forbidden: failBind and failPrepare exclude each other "
+                                     "(a failed bind never reaches NodePrepareResources)"))
+        if isinstance(step.expect, list):
+            pods = step.schedule_concurrently
+            if action != "scheduleConcurrently":
+                errors.append(FieldError(f"{path}.expect", "a list of expectations is only valid on "
+                                         "scheduleConcurrently (one per pod)"))
+            elif pods is not None and len(step.expect) != len(pods):
+                errors.append(FieldError(f"{path}.expect", f"Invalid value: {len(step.expect)} "
+                                         f"expectations for {len(pods)} pods"))
         for mod, allowed in _MODIFIERS.items():
             if mod in raw and action not in allowed:
                 errors.append(FieldError(f"{path}.{mod}", f"only valid on {' or '.join(allowed)} steps"))
