@@ -131,6 +131,17 @@ class FreeIndex:
         return _dedupe(merged)
 
 
+    def locked_candidates(self, keys: Iterable[Any]) -> Iterator[int]:
+        """Node positions, ascending, with room on a device locked to one of ``keys``."""
+        self.catch_up()
+        lists = [self.by_category[k] for k in set(keys) if k in self.by_category]
+        if not lists:
+            return iter(())
+        if len(lists) == 1:
+            return iter(lists[0])
+        return _dedupe(heapq.merge(*lists))
+
+
 def _dedupe(it: Iterator[int]) -> Iterator[int]:
     last = -1
     for p in it:

@@ -453,7 +453,9 @@ class Scheduler:
             node, snap.by_node.get(node, []) if devices is None else devices, state,
             affinity_enabled=self.gates.DRASharingAffinity,
             extract=cyc.memo, selector_matches=self._selector_fn, counters=cyc.counters,
-            plan_cache=snap.plan_cache)
+            plan_cache=snap.plan_cache,
+            order=(lambda devs, c, a: self._rank_devices(cyc, devs, c, a))
+            if self.scoring == "affinity" else None)
         return alloc.allocate(cyc.to_allocate)
 
     def _filter_node_safe(self, cyc: _Cycle, node: str, snap: Snapshot) -> dict[str, Any]:
@@ -490,6 +492,41 @@ class Scheduler:
                 keys.append(res.keys)
         return index.candidates(keys)
 
+    def _lock_candidates(self, cyc: _Cycle, snap: Snapshot) -> Iterator[int]:
+        """Node positions with a device locked to this request's keys and room."""
+        claim = cyc.to_allocate[0]
+        alt = claim.requests[0].alternatives[0]
+        keys = []
+        for pool in snap.extractor_pools():
+            res = cyc.memo(claim, alt, pool)
+            if res.kind is OutcomeKind.OK:
+                keys.append(res.keys)
+        return self.free_index().locked_candidates(keys)
+
+    def _rank_devices(self, cyc: _Cycle, devices: Sequence[DeviceInfo],
+                      claim: ClaimSpec | None = None, alt: RequestSpec | None = None
+                      ) -> list[DeviceInfo]:
+        """Affinity-aware device preference within a node: a device already locked to the
+        request's keys first, then clean (or ungated) devices, then the rest (other locks,
+        unknown state: not viable now); first-fit order within each group."""
+        if claim is None or alt is None:
+            claim = cyc.to_allocate[0]
+            alt = claim.requests[0].alternatives[0]
+
+        def rank(d: DeviceInfo) -> int:
+            if not (d.gated and self.gates.DRASharingAffinity):
+                return 1
+            st = self.state.affinity(d.id)
+            if st.status is AffinityStatus.CLEAN:
+                return 1
+            if st.status is AffinityStatus.LOCKED:
+                res = cyc.memo(claim, alt, d.pool_info)
+                if res.kind is OutcomeKind.OK and res.keys == st.locked_affinity:
+                    return 0
+            return 2
+
+        return sorted(devices, key=lambda d: (rank(d), d.order))
+
     def _signature(self, cyc: _Cycle) -> str | None:
         """Content of what decides feasibility on a node; None when the index must not be used."""
         if cyc.allocated or not cyc.to_allocate:
@@ -524,7 +561,10 @@ class Scheduler:
                     # One device decides: skip devices whose "not viable" verdict still
                     # holds; the first viable one is first-fit's choice.
                     kinds, vers = bad.kind, bad.version
-                    for d in snap.by_node.get(node, ()):
+                    devs = snap.by_node.get(node, ())
+                    if self.scoring == "affinity":
+                        devs = self._rank_devices(cyc, devs)
+                    for d in devs:
                         o = d.order
                         if vers[o] == counters[kinds[o]].get(d.id, 0):
                             continue
@@ -539,10 +579,21 @@ class Scheduler:
 
                 if free is not None:
                     found = None
-                    for pos in free:
-                        if fits(snap.nodes[pos]):
-                            found = snap.nodes[pos]
-                            break
+                    if self.scoring == "affinity":
+                        # Consolidation first: the first node with a compatibly-locked device
+                        # that takes the request; then first-fit over everything with room.
+                        for pos in self._lock_candidates(cyc, snap):
+                            node = snap.nodes[pos]
+                            if fits(node) and results[node].shares and results[node].shares[0].reused_lock:
+                                found = node
+                                break
+                        if found is None:
+                            free = self._free_candidates(cyc, snap)
+                    if found is None and free is not None:
+                        for pos in free:
+                            if fits(snap.nodes[pos]):
+                                found = snap.nodes[pos]
+                                break
                 else:
                     assert sig is not None
                     found = index.find(sig, fits)
@@ -551,12 +602,22 @@ class Scheduler:
                     return
                 # Nothing fits: a full pass gives every node's reasons (rare, off the hot path).
                 cyc.counters = Counters()
+            best: NodeResult | None = None
+            best_score = -1
             for node in snap.nodes:
                 res = self._filter_node(cyc, node, snap, state)
                 if res.ok:
-                    cyc.chosen = res
-                    break  # first-fit: the first feasible node in order wins
+                    if self.scoring != "affinity":
+                        best = res
+                        break  # first-fit: the first feasible node in order wins
+                    score = _affinity_score(res)
+                    if score > best_score:  # ties keep the earlier node (first-fit order)
+                        best, best_score = res, score
+                    continue
                 cyc.node_reasons.extend(res.reasons)
+            if best is not None:
+                cyc.chosen = best
+                cyc.node_reasons = []
         finally:
             self.last_filter_seconds = time.perf_counter() - t0
             self.metrics.filter_seconds.observe(self.last_filter_seconds)
@@ -771,6 +832,11 @@ class Scheduler:
 
 
 # ====================================================================== helpers
+def _affinity_score(res: NodeResult) -> int:
+    """Node score for --scoring affinity: placements that join a compatible lock."""
+    return sum(1 for s in res.shares if s.reused_lock)
+
+
 def _verdict_kind(codes: Sequence[str]) -> int:
     if len(codes) == 1:
         if codes[0] in (R.AFFINITY_LOCK_MISMATCH, R.AFFINITY_UNRECONSTRUCTABLE):

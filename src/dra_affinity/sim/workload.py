@@ -39,7 +39,11 @@ class WorkloadSpec:
     max_pods: int | None = None  # cap on scheduling attempts (scaling runs)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """camelCase, as the bench JSON reports the parameters used."""
+        d = asdict(self)
+        return {"nodes": d["nodes"], "devicesPerNode": d["devices_per_node"], "slots": d["slots"],
+                "values": d["values"], "zipf": d["zipf"], "churn": d["churn"], "fill": d["fill"],
+                "seed": d["seed"]}
 
     @property
     def total_slots(self) -> int:
