@@ -72,6 +72,8 @@ class ClaimSpec:
     requests: tuple[ClaimRequest, ...]
     # (request names, or () for all; qualified attribute name)
     constraints: tuple[tuple[tuple[str, ...], str], ...] = ()
+    # Experiment (KEP SharingStrategy NeverSetLock): only join devices already locked.
+    never_set_lock: bool = False
 
 
 ExtractFn = Callable[[ClaimSpec, RequestSpec, PoolInfo], ExtractionResult]
@@ -187,7 +189,7 @@ class NodeAllocator:
             seen[d] = seen.get(d, 0) + 1
             out.append(PlannedShare(s.claim, s.request, s.device,
                                     share_id_for(uids[s.claim], s.request, d, n), s.consumed,
-                                    s.keys, s.exclusive, s.reused_lock))
+                                    s.keys, s.exclusive, s.reused_lock, s.preferred))
         return out
 
     # ------------------------------------------------------------------ search
@@ -383,6 +385,11 @@ class NodeAllocator:
                              lambda: f"device {d.id} is picked for another request of this pod with "
                              f"affinity {dict(pending)}, request {alt.name} needs {dict(keys)}")
                 return None
+            if claim.never_set_lock and st.status is AffinityStatus.CLEAN and pending is None:
+                self._reject(d, R.AFFINITY_NEVER_SET_LOCK,
+                             lambda: f"device {d.id} is clean and claim {claim.key} is NeverSetLock: "
+                             f"it may only join a device already locked to {dict(keys)}")
+                return None
             if st.status is AffinityStatus.LOCKED:
                 if st.locked_affinity != keys:
                     self._reject(d, R.AFFINITY_LOCK_MISMATCH,
@@ -391,8 +398,12 @@ class NodeAllocator:
                                  f"needs {dict(keys)}")
                     return None
                 reused = True
+        preferred = None
+        if d.multi and pi.preferred_extractors and self.affinity_enabled:
+            pref = getattr(self.extract, "preferred", None)
+            preferred = pref(claim, alt, pi) if pref is not None else None
         return PlannedShare(claim.key, alt.name, d, share_id, consumed, keys,
-                            exclusive=not d.multi, reused_lock=reused)
+                            exclusive=not d.multi, reused_lock=reused, preferred=preferred)
 
     def _check_fatal(self, res: ExtractionResult, d: DeviceInfo, claim: ClaimSpec,
                      alt: RequestSpec) -> None:

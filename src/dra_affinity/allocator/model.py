@@ -32,6 +32,8 @@ class PoolInfo:
     incomplete_reason: str | None = None
     invalid_reason: str | None = None
     affinity_invalid_reason: str | None = None
+    # Experiment: extractors the pool marks preferred (not in ``extractors``).
+    preferred_extractors: tuple[Extractor, ...] = ()
 
     @property
     def id(self) -> PoolID:
@@ -120,6 +122,7 @@ class PlannedShare:
     keys: tuple[tuple[str, str], ...] | None  # effective affinity map; None when not gated
     exclusive: bool
     reused_lock: bool = False  # joined an existing matching lock (metrics)
+    preferred: tuple[tuple[str, str], ...] | None = None  # soft keys (experiment)
 
 
 class NodeResult:

@@ -89,6 +89,28 @@ def _bool_literal(tok: Token) -> Token:
     return tok
 
 
+def _cache_file(grammar: str) -> str | bool:
+    """Where lark keeps the built LALR tables: building them takes most of a second,
+    loading them a few milliseconds. A private per-user folder, never a shared /tmp
+    (the cache is a pickle; a file planted by someone else must not be loaded)."""
+    import hashlib
+    import os
+
+    import lark
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "dra-affinity")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.stat(folder)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return False
+    except OSError:
+        return False  # no cache: build the tables in memory every time
+    digest = hashlib.sha256(f"{lark.__version__}\0{grammar}".encode()).hexdigest()[:16]
+    return os.path.join(folder, f"cel-grammar-{digest}.lark")
+
+
 def _lark() -> Lark:
     """cel-python's CEL grammar (celpy/cel.lark) with its LALR parser settings."""
     global _parser
@@ -98,6 +120,7 @@ def _lark() -> Lark:
         grammar = (Path(celpy.__file__).parent / "cel.lark").read_text(encoding="utf-8")
         _parser = Lark(
             grammar,
+            cache=_cache_file(grammar),
             parser="lalr",
             start="expr",
             g_regex_flags=re.M,

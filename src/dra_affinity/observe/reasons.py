@@ -18,6 +18,8 @@ AFFINITY_POOL_INCOMPLETE = "AffinityPoolIncomplete"
 AFFINITY_FEATURE_DISABLED = "AffinityFeatureDisabled"
 RESERVE_CONFLICT = "ReserveConflict"
 BIND_FAILED = "BindFailed"
+# Experiment: NeverSetLock claims do not take clean devices
+AFFINITY_NEVER_SET_LOCK = "AffinityNeverSetLock"
 
 # Ordinary DRA outcomes
 INSUFFICIENT_CAPACITY = "InsufficientCapacity"

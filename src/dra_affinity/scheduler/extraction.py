@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from dra_affinity.allocator.allocator import ClaimSpec, RequestSpec
 from dra_affinity.allocator.model import PoolInfo
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
-from dra_affinity.cel import ConfigObject, ExtractionResult, extract
+from dra_affinity.cel import ConfigObject, ExtractionResult, OutcomeKind, extract
 
 
 def in_scope(config_requests: list[str], request: str) -> bool:
@@ -71,6 +71,20 @@ class ExtractionMemo:
         res = self.evaluate(self.claims[claim.key], alt.name, alt.class_name, pool)
         self.results[key] = res
         return res
+
+    def preferred(self, claim: ClaimSpec, alt: RequestSpec,
+                  pool: PoolInfo) -> tuple[tuple[str, str], ...] | None:
+        """Values of the pool's preferred keys for this request (None: none extracted)."""
+        key = (claim.key, alt.name, pool.driver,
+               tuple((e.name, e.expression) for e in pool.preferred_extractors))
+        hit = self.results.get(key)
+        if hit is None:
+            configs = scoped_configs(self.claims[claim.key], alt.name, pool.driver,
+                                     self.classes.get(alt.class_name))
+            hit = extract(pool.preferred_extractors, configs)
+            self.evaluations += hit.evaluations
+            self.results[key] = hit
+        return hit.keys if hit.kind is OutcomeKind.OK and hit.keys else None
 
     def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
                  pool: PoolInfo) -> ExtractionResult:

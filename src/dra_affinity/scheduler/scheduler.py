@@ -70,6 +70,8 @@ from dra_affinity.scheduler.state import (
 from dra_affinity.sim.cluster import Cluster, reserve_ref
 
 SELECTOR_COST_BUDGET = 1_000_000
+# Experimental claim-side strategy (KEP "SharingStrategy"): no API field, an annotation.
+SHARING_STRATEGY_ANNOTATION = "sharing.dra-affinity.io/strategy"
 MAX_RESERVED_FOR = 256
 
 
@@ -78,11 +80,21 @@ class FeatureGates:
     """Scheduler-side gates, passed in explicitly (never global)."""
 
     DRASharingAffinity: bool = True
+    # Experiments (KEP "Future Enhancements"), off unless asked for:
+    # claims annotated NeverSetLock only join existing locks;
+    DRASharingAffinityNeverSetLock: bool = False
+    # extractors a metadata slice marks preferred filter nothing and set no lock,
+    # they only order devices.
+    DRASharingAffinityPreferredKeys: bool = False
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, bool] | None) -> FeatureGates:
         m = m or {}
-        return cls(DRASharingAffinity=bool(m.get("DRASharingAffinity", True)))
+        return cls(
+            DRASharingAffinity=bool(m.get("DRASharingAffinity", True)),
+            DRASharingAffinityNeverSetLock=bool(m.get("DRASharingAffinityNeverSetLock", False)),
+            DRASharingAffinityPreferredKeys=bool(m.get("DRASharingAffinityPreferredKeys", False)),
+        )
 
 
 @dataclass
@@ -194,7 +206,8 @@ class Scheduler:
         if self._snapshot is None:
             nodes = list(self.cluster.node_order)
             labels = {n: self.cluster.node_labels(n) for n in nodes}
-            self._snapshot = Snapshot.build(self.cluster.slices(), nodes, labels)
+            self._snapshot = Snapshot.build(self.cluster.slices(), nodes, labels,
+                                            preferred_keys=self.gates.DRASharingAffinityPreferredKeys)
             self._selector_cache.clear()
             self._node_index = None
             self._free_index = None
@@ -409,7 +422,9 @@ class Scheduler:
             reqs.append(ClaimRequest(r.name, tuple(alts)))
         cons = tuple((tuple(k.requests), k.match_attribute) for k in c.spec.devices.constraints
                      if k.match_attribute)
-        return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), cons)
+        never = (self.gates.DRASharingAffinityNeverSetLock
+                 and c.metadata.annotations.get(SHARING_STRATEGY_ANNOTATION) == "NeverSetLock")
+        return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), cons, never_set_lock=never)
 
     # ================================================================== Filter
     def _selector_fn(self, expr: str, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:
@@ -454,8 +469,7 @@ class Scheduler:
             affinity_enabled=self.gates.DRASharingAffinity,
             extract=cyc.memo, selector_matches=self._selector_fn, counters=cyc.counters,
             plan_cache=snap.plan_cache,
-            order=(lambda devs, c, a: self._rank_devices(cyc, devs, c, a))
-            if self.scoring == "affinity" else None)
+            order=self._order_fn(cyc))
         return alloc.allocate(cyc.to_allocate)
 
     def _filter_node_safe(self, cyc: _Cycle, node: str, snap: Snapshot) -> dict[str, Any]:
@@ -491,6 +505,32 @@ class Scheduler:
                 assert keys is not None
                 keys.append(res.keys)
         return index.candidates(keys)
+
+    def _order_fn(self, cyc: _Cycle) -> Any:
+        """Device order within a node: first-fit, unless scoring or preferred keys reorder."""
+        if self.scoring != "affinity" and not self.gates.DRASharingAffinityPreferredKeys:
+            return None
+
+        def order(devs: Sequence[DeviceInfo], c: ClaimSpec, a: RequestSpec) -> list[DeviceInfo]:
+            ranked = self._rank_devices(cyc, devs, c, a) if self.scoring == "affinity" else list(devs)
+            if self.gates.DRASharingAffinityPreferredKeys:
+                # stable: preferred-key mismatches move behind everything else
+                ranked.sort(key=lambda d: self._preferred_mismatch(cyc, d, c, a))
+            return ranked
+
+        return order
+
+    def _preferred_mismatch(self, cyc: _Cycle, d: DeviceInfo, c: ClaimSpec, a: RequestSpec) -> int:
+        pi = d.pool_info
+        if not pi.preferred_extractors:
+            return 0
+        want = cyc.memo.preferred(c, a, pi)
+        if want is None:
+            return 0
+        for s in self.state.shares(d.id):
+            if s.preferred is not None and s.preferred != want:
+                return 1
+        return 0
 
     def _lock_candidates(self, cyc: _Cycle, snap: Snapshot) -> Iterator[int]:
         """Node positions with a device locked to this request's keys and room."""
@@ -543,7 +583,7 @@ class Scheduler:
             if not snap.nodes:
                 cyc.node_reasons.append(Reason(R.NO_NODES, "no nodes in the cluster"))
             indexed = self.use_node_index and state is self.state and not cyc.allocated \
-                and bool(cyc.to_allocate)
+                and bool(cyc.to_allocate) and not self.gates.DRASharingAffinityPreferredKeys
             if indexed:
                 results: dict[str, NodeResult] = {}
                 single = _single_device(cyc)
@@ -673,7 +713,8 @@ class Scheduler:
                 pending.setdefault(d.id, s.keys)
         for s in shares:
             self.state.add(s.device.id, Share(s.claim, s.request, s.share_id, s.consumed, s.keys,
-                                              tentative=True, gated=s.keys is not None),
+                                              tentative=True, gated=s.keys is not None,
+                                              preferred=s.preferred),
                            exclusive=s.exclusive)
         return None
 

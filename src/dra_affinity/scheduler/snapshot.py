@@ -17,14 +17,28 @@ from dra_affinity.api.resource import Device, ResourceSlice
 from dra_affinity.validation.pool import Pool, gather_pools
 
 
-def pool_info(p: Pool) -> PoolInfo:
+# Experiment: a metadata slice may mark some of its keys preferred (comma-separated).
+PREFERRED_KEYS_ANNOTATION = "sharing.dra-affinity.io/preferred-keys"
+
+
+def pool_info(p: Pool, preferred_keys: bool = False) -> PoolInfo:
     meta = tuple(s.metadata.name for s in p.slices if s.spec.sharing_affinity)
+    soft: set[str] = set()
+    if preferred_keys:
+        for s in p.slices:
+            if s.spec.sharing_affinity:
+                raw = s.metadata.annotations.get(PREFERRED_KEYS_ANNOTATION, "")
+                soft |= {k.strip() for k in raw.split(",") if k.strip()}
+    required = tuple(e for e in p.extractors if e.name not in soft)
+    preferred = tuple(e for e in p.extractors if e.name in soft)
     return PoolInfo(
         driver=p.driver,
         name=p.name,
         generation=p.generation,
-        declares_sharing_affinity=p.declares_sharing_affinity,
-        extractors=tuple(p.extractors),
+        # A pool whose keys are all preferred gates nothing.
+        declares_sharing_affinity=p.declares_sharing_affinity and bool(required),
+        extractors=required,
+        preferred_extractors=preferred,
         metadata_slices=meta,
         incomplete_reason=p.incomplete_reason,
         invalid_reason=p.invalid_reason,
@@ -112,13 +126,13 @@ class Snapshot:
 
     @classmethod
     def build(cls, slices: Sequence[ResourceSlice], nodes: Sequence[str],
-              labels: Mapping[str, Mapping[str, str]]) -> Snapshot:
+              labels: Mapping[str, Mapping[str, str]], *, preferred_keys: bool = False) -> Snapshot:
         gathered = gather_pools(slices)
         pools: dict[PoolID, PoolInfo] = {}
         ordered: list[tuple[ResourceSlice, Device, PoolInfo]] = []
         for pid in sorted(gathered):
             p = gathered[pid]
-            pi = pool_info(p)
+            pi = pool_info(p, preferred_keys)
             pools[pid] = pi
             for s in sorted(p.slices, key=lambda s: s.metadata.name):
                 for d in s.spec.devices:

@@ -70,6 +70,8 @@ class Share:
     # True when the device's pool declared sharing affinity for this share,
     # so its keys participate in the lock.
     gated: bool = False
+    # Values of preferred (soft) keys: never part of the lock (experiment).
+    preferred: AffinityKeys | None = None
 
 
 @dataclass
@@ -223,7 +225,7 @@ class AllocatedState:
         if not u:
             return
         u.shares = [
-            Share(s.claim, s.request, s.share_id, s.consumed, s.keys, False, s.gated)
+            Share(s.claim, s.request, s.share_id, s.consumed, s.keys, False, s.gated, s.preferred)
             if s.claim == claim and s.tentative
             else s
             for s in u.shares

@@ -35,10 +35,18 @@ class Gates(K8sModel):
     """Known feature gates; unknown names are errors (a typo would silently do nothing)."""
 
     DRASharingAffinity: bool | None = Field(default=None, alias="DRASharingAffinity")
+    # Opt-in experiments beyond the KEP's alpha (scheduler side only; default off).
+    DRASharingAffinityNeverSetLock: bool | None = Field(
+        default=None, alias="DRASharingAffinityNeverSetLock")
+    DRASharingAffinityPreferredKeys: bool | None = Field(
+        default=None, alias="DRASharingAffinityPreferredKeys")
 
     def as_dict(self) -> dict[str, bool]:
-        return {k: v for k, v in {"DRASharingAffinity": self.DRASharingAffinity}.items()
-                if v is not None}
+        return {k: v for k, v in {
+            "DRASharingAffinity": self.DRASharingAffinity,
+            "DRASharingAffinityNeverSetLock": self.DRASharingAffinityNeverSetLock,
+            "DRASharingAffinityPreferredKeys": self.DRASharingAffinityPreferredKeys,
+        }.items() if v is not None}
 
 
 class FeatureGateSpec(K8sModel):
