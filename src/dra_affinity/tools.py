@@ -17,7 +17,6 @@ from dra_affinity.api.io import (
     Document,
     FieldError,
     ManifestError,
-    load_file,
     parse_object,
     read_documents,
 )

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import DRIVER, PKEY, SUBNET, Env, claim, dev, device_slice, meta_slice, nic_class, nic_params, pod
+from builders import (
+    DRIVER,
+    PKEY,
+    SUBNET,
+    Env,
+    claim,
+    dev,
+    device_slice,
+    meta_slice,
+    nic_class,
+    nic_params,
+    pod,
+)
 from dra_affinity.allocator.model import Result
 from dra_affinity.api.resource import ResourceSlice
 from dra_affinity.observe import reasons as R

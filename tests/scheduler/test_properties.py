@@ -475,16 +475,7 @@ class Timelines(RuleBasedStateMachine):
         # Mostly pending pods; an already-bound one takes the "already bound" path.
         pool = self._pending() if len(self._pending()) >= 2 else self.pods
         keys = data.draw(st.lists(st.sampled_from(pool), min_size=2, max_size=3, unique=True))
-        # Pods sharing a claim in one batch hit a known bug (see
-        # test_concurrent_pods_sharing_one_claim): keep one pod per claim.
-        seen: set[str] = set()
-        batch = []
-        for k in keys:
-            cks = set(self._pod_claims(k))
-            if not cks & seen:
-                batch.append(k)
-                seen |= cks
-        keys = batch
+        # Pods may share a claim within one batch (claims are re-read before Reserve).
         fail_bind = data.draw(st.lists(st.sampled_from(keys), max_size=1))
         fail_prepare = data.draw(st.lists(st.sampled_from(keys), max_size=1))
         self._schedule(keys, fail_bind=fail_bind, fail_prepare=fail_prepare, concurrent=True)
@@ -701,10 +692,9 @@ TestTimelines.settings = settings(
 
 
 # ====================================================================== reproducers
-@pytest.mark.xfail(strict=True, reason="concurrent pods sharing one claim: the second Bind "
-                   "overwrites the claim from a stale copy (lost reservedFor, ghost share)")
 def test_concurrent_pods_sharing_one_claim() -> None:
-    """Found by the state machine: pods a and b use one claim c and are scheduled together.
+    """Found by the state machine (fixed: claims are re-read before Reserve): pods a and b
+    use one claim c and are scheduled together.
 
     Both PreFilter on the same snapshot and see c unallocated; a allocates and
     binds c, then b allocates c again and its Bind writes c from the copy read
@@ -727,8 +717,6 @@ def test_concurrent_pods_sharing_one_claim() -> None:
     assert len(env.scheduler.state.shares(eth1)) == len(c.status.allocation.devices.results) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="concurrent pods joining one allocated claim: the later "
-                   "Bind drops the earlier pod from reservedFor")
 def test_concurrent_pods_joining_allocated_claim() -> None:
     """The same stale write when c is already allocated: no second allocation, but b,
     bound in the same batch as d, is no longer among c's consumers."""

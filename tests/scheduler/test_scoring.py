@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from builders import DRIVER, SUBNET, Env, claim, dev, device_slice, meta_slice, nic_class, nic_params, pod
+from builders import (
+    DRIVER,
+    SUBNET,
+    Env,
+    claim,
+    dev,
+    device_slice,
+    meta_slice,
+    nic_class,
+    nic_params,
+    pod,
+)
 from dra_affinity.allocator.model import Result
 from dra_affinity.scheduler.scheduler import Scheduler
 

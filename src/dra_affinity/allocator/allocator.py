@@ -287,7 +287,7 @@ class NodeAllocator:
         for expr in alt.selectors:
             if not self.selector_matches(expr, d, claim, alt):
                 self._reject(d, R.SELECTOR_MISMATCH,
-                             lambda: f"device {d.id} does not match selector {_clip(expr)!r} of "
+                             lambda: f"device {d.id} does not match selector {_clip(expr)!r} of "  # noqa: B023 (returns right after: the cell holds this value)
                              f"request {alt.name} (class {alt.class_name})")
                 return False
         return True
@@ -350,7 +350,7 @@ class NodeAllocator:
                 cap = d.capacity.get(name)
                 if cap is None or cap.value.value < amount.value:
                     self._reject(d, R.INSUFFICIENT_CAPACITY,
-                                 lambda: f"device {d.id}: capacity {name} is less than the requested {amount}")
+                                 lambda: f"device {d.id}: capacity {name} is less than the requested {amount}")  # noqa: B023 (returns right after: the cell holds this value)
                     return None
 
         # constraints (matchAttribute) against devices already picked
@@ -435,12 +435,12 @@ class NodeAllocator:
                     continue
                 other = _attribute(s.device, attr)
                 if mine is None or other is None or mine != other:
-                    self._reject(d, R.CONSTRAINT_MISMATCH,
-                                 lambda: f"device {d.id}: attribute {attr} ({mine!r}) does not match "
-                                 f"{s.device.id} ({other!r}) for matchAttribute")
+                    text = (f"device {d.id}: attribute {attr} ({mine!r}) does not match "
+                            f"{s.device.id} ({other!r}) for matchAttribute")
+                    self._reject(d, R.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023
                     return False
             if mine is None and reqs:
-                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: f"device {d.id} has no attribute {attr}")
+                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: f"device {d.id} has no attribute {attr}")  # noqa: B023 (returns right after: the cell holds this value)
                 return False
         return True
 

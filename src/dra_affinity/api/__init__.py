@@ -26,7 +26,7 @@ from dra_affinity.api.quantity import Quantity, q
 from dra_affinity.api.resource import *  # noqa: F403
 from dra_affinity.api.resource import __all__ as _resource_all
 
-__all__ = [
+__all__ = [  # noqa: RUF005
     "KINDS",
     "Document",
     "FieldError",

@@ -43,7 +43,7 @@ def _percentile(values: list[float], p: float) -> float:
     if not values:
         return 0.0
     v = sorted(values)
-    k = min(len(v) - 1, max(0, int(round(p / 100 * (len(v) - 1)))))
+    k = min(len(v) - 1, max(0, round(p / 100 * (len(v) - 1))))
     return v[k]
 
 
@@ -132,7 +132,7 @@ def _child(spec: WorkloadSpec, q: Any) -> None:
 
 def run_isolated(spec: WorkloadSpec) -> dict[str, Any]:
     """One variant in a fresh process (own peak RSS)."""
-    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    ctx: Any = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(spec, q))
     p.start()

@@ -18,7 +18,7 @@ from prometheus_client import (
 )
 
 # *_created samples carry wall-clock timestamps: they would make output differ run to run.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # The six metrics named in the KEP (Monitoring Requirements).
 LOCKED = "sharing_affinity_locked_devices"

@@ -44,7 +44,7 @@ class FreeIndex:
                 self.devices[d.id] = (d, i)
         self.category: dict[str, Any] = {}
         self.count: dict[tuple[int, Any], int] = {}
-        self.by_category: dict[Any, SortedList] = {}  # type: ignore[type-arg]
+        self.by_category: dict[Any, SortedList] = {}
         self.seen = len(state.changes)
         if self.usable:
             for did in self.devices:

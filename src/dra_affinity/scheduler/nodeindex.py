@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from dra_affinity.scheduler.state import AllocatedState
 
-
 # Signatures tracked at once; an evicted one simply starts over from the first node.
 MAX_SIGNATURES = 512
 

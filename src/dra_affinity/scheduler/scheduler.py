@@ -718,6 +718,27 @@ class Scheduler:
                            exclusive=s.exclusive)
         return None
 
+    def _refresh_claims(self, cyc: _Cycle) -> Reason | None:
+        """Re-read the pod's claims before Reserve: a pod earlier in the same batch may
+        have allocated (or reserved) a claim this pod shares. Allocating it again would
+        double-count capacity and overwrite that pod's reservation."""
+        assert cyc.chosen is not None
+        planned = {c.key for c in cyc.to_allocate}
+        fresh: list[ResourceClaim] = []
+        for c in cyc.claims:
+            key = f"{c.namespace}/{c.name}"
+            now = self.cluster.claim(key)
+            if now is None:
+                return Reason(R.RESERVE_CONFLICT, f"claim {key} was deleted since Filter",
+                              cyc.chosen.node)
+            if key in planned and now.status.allocation is not None:
+                return Reason(R.RESERVE_CONFLICT,
+                              f"claim {key} was allocated by another pod since Filter; the next "
+                              "attempt uses that allocation", cyc.chosen.node)
+            fresh.append(now)
+        cyc.claims = fresh
+        return None
+
     def _unreserve(self, cyc: _Cycle) -> None:
         assert cyc.chosen is not None
         for s in cyc.chosen.shares:
@@ -828,7 +849,7 @@ class Scheduler:
             self.recorder.event(f"Pod {cyc.key}", "Warning", "FailedScheduling", msg)
             return Attempt(cyc.key, Result.UNSCHEDULABLE, None, [], cyc.node_reasons, msg)
         node = cyc.chosen.node
-        conflict = self._reserve(cyc)
+        conflict = self._refresh_claims(cyc) or self._reserve(cyc)
         if conflict is not None:
             msg = f"Reserve failed on node {node}: {conflict.message}"
             self.recorder.event(f"Pod {cyc.key}", "Warning", "FailedScheduling", msg)

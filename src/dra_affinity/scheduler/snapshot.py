@@ -16,7 +16,6 @@ from dra_affinity.allocator.nodes import node_selector_matches
 from dra_affinity.api.resource import Device, ResourceSlice
 from dra_affinity.validation.pool import Pool, gather_pools
 
-
 # Experiment: a metadata slice may mark some of its keys preferred (comma-separated).
 PREFERRED_KEYS_ANNOTATION = "sharing.dra-affinity.io/preferred-keys"
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-
 from fractions import Fraction
 
 from dra_affinity.api.quantity import Quantity

@@ -78,9 +78,9 @@ class Simulation:
             self.steps.append(self._attempt_entry(i, "schedule", a, exp))
         elif action == "scheduleConcurrently":
             pods = [_pod_key(p) for p in step.schedule_concurrently or []]
-            exp = step.expect
+            many = step.expect
             for j, a in enumerate(self.scheduler.schedule_concurrently(pods)):
-                e = exp[j] if isinstance(exp, list) else exp
+                e = many[j] if isinstance(many, list) else many
                 self.steps.append(self._attempt_entry(i, "scheduleConcurrently", a, e))
         elif action == "delete":
             assert step.delete is not None

@@ -9,7 +9,7 @@ subnets follow a Zipf-like distribution over V values, with churn
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -118,7 +118,7 @@ class Departure:
     pod: str
 
 
-def stream(spec: WorkloadSpec) -> Iterator[Arrival | Departure]:
+def stream(spec: WorkloadSpec) -> Generator[Arrival | Departure, bool | None, None]:
     """Arrivals, with a departure after an arrival with probability ``churn``.
 
     Departures pick a uniformly random earlier arrival still running (the

@@ -1,0 +1,559 @@
+"""Packing benchmark: how many devices each scoring policy locks, against a lower bound.
+
+KEP-5981 names fragmentation ("poisoning") as its main risk: a device locked to
+one affinity value strands its free slots against every other value. Alpha
+places first-fit; the planned Beta scoring prefers compatibly-locked devices.
+This module measures the difference on one generated workload, replaying the
+*same* event stream through the scheduler once per policy (``firstfit`` and
+``affinity``), and compares both with what perfect packing would need.
+
+Event stream (:func:`events`)
+    A ramp that is :func:`dra_affinity.sim.workload.stream` verbatim (Zipf
+    values; after each arrival a random running pod departs with probability
+    ``churn``) until the demand reaches ``fill`` of all slots; then a steady
+    state that holds the demand there: while demand is at the target, a random
+    running pod departs before each arrival (and ``churn`` still applies after
+    it). The ramp alone only grows, so it never shows the fragmentation that
+    turnover at a constant occupancy causes. The stream is recorded once as if
+    every pod were placed, so both policies see exactly the same events; a
+    departure of a pod a policy failed to place is a no-op for that policy.
+
+Measures (per policy)
+    ``devicesUsed``: peak number of locked devices, sampled after every event.
+    ``unschedulable``: arrivals the scheduler could not place.
+    ``strandedSlots``: at the end of the run, free slots on locked devices in
+    excess of the rounding slack that perfect packing of the same running pods
+    would leave: ``sum_v [free_v - (ceil(n_v / S) * S - n_v)]`` where ``free_v``
+    is the free slots on devices locked to value v, ``n_v`` the policy's running
+    pods of value v and S the slots per device. Perfect packing scores 0; every
+    extra device a value holds adds S. ``strandedSlotsPeak`` is the peak over the
+    run, ``freeLockedSlots`` the raw free slots on locked devices at the end.
+    ``ratio``: ``devicesUsed / lowerBound``.
+
+Lower bound (:func:`lower_bound_timeline`)
+    After each event, ``sum_v ceil(d_v / S)`` with ``d_v`` the demand (running
+    pods of value v had every pod been placed): the devices a perfect packer
+    that may repack at every moment would lock. ``lowerBound`` is its peak. No
+    policy that only chooses where a pod lands (and never moves running pods)
+    can follow it exactly: departures leave values spread over more devices than
+    they need. ``reference.bestFitModel`` (a model of an idealised placement-only
+    policy, no scheduler) shows how much of the gap that accounts for.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import multiprocessing as mp
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dra_affinity.allocator.model import Result
+from dra_affinity.bench.throughput import build_cluster
+from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+from dra_affinity.scheduler.state import AffinityKeys, AffinityStatus
+from dra_affinity.sim.workload import (
+    DRIVER,
+    SLOTS,
+    Arrival,
+    Departure,
+    WorkloadSpec,
+    node_name,
+    pod_objects,
+    stream,
+    zipf_weights,
+)
+
+Event = Arrival | Departure
+
+POLICIES = ("firstfit", "affinity")
+
+#: The default workload: small enough that both policies run in seconds, large
+#: enough (200 devices, 32 Zipf values, 75 % occupancy) that first-fit fragments.
+DEFAULT_SPEC = WorkloadSpec(nodes=50, devices_per_node=4, slots=8, values=32, zipf=1.1,
+                            churn=0.2, fill=0.75, seed=1, max_pods=3000)
+
+#: Points kept in the JSON timeline (the plots use every event).
+TIMELINE_POINTS = 200
+
+#: Nodes per row band of the lock-map plots.
+LOCK_MAP_NODES_PER_BAND = 25
+
+
+# ====================================================================== event stream
+@dataclass(frozen=True)
+class EventStream:
+    """A recorded event stream and where its steady state starts."""
+
+    events: list[Event]
+    arrivals: int
+    target: int  # demand (pods) the steady state holds
+    steady_from: int | None  # index of the first steady-state event; None if never reached
+
+
+def default_arrivals(spec: WorkloadSpec) -> int:
+    """Arrivals when ``spec.max_pods`` is unset: three times the steady-state population,
+    so the ramp is followed by roughly two turnovers of the running pods."""
+    return 3 * max(1, int(spec.fill * spec.total_slots))
+
+
+def events(spec: WorkloadSpec, arrivals: int | None = None) -> EventStream:
+    """Record the event stream described in the module docstring.
+
+    ``arrivals`` defaults to ``spec.max_pods`` (the cap on scheduling attempts),
+    else :func:`default_arrivals`. Deterministic in ``spec.seed``.
+    """
+    total = arrivals if arrivals is not None else (
+        spec.max_pods if spec.max_pods is not None else default_arrivals(spec))
+    target = max(1, int(spec.fill * spec.total_slots))
+    out: list[Event] = []
+    running: list[str] = []
+    pos: dict[str, int] = {}
+
+    def add(name: str) -> None:
+        pos[name] = len(running)
+        running.append(name)
+
+    def drop(name: str) -> None:
+        i = pos.pop(name)
+        last = running.pop()
+        if last != name:
+            running[i] = last
+            pos[last] = i
+
+    # Ramp: the workload's own stream, every arrival reported as placed.
+    n = 0
+    gen = stream(spec)
+    ev = next(gen)
+    while True:
+        if isinstance(ev, Arrival):
+            if n >= total or len(running) >= target:
+                break
+            out.append(ev)
+            add(ev.pod)
+            n += 1
+            ev = gen.send(True)
+        else:
+            out.append(ev)
+            drop(ev.pod)
+            ev = gen.send(None)
+    gen.close()
+    if n >= total:
+        return EventStream(out, n, target, None)
+
+    # Steady state: hold the demand at the target with the same value distribution.
+    steady_from = len(out)
+    rng = random.Random(spec.seed * 1_000_003 + 17)
+    cum: list[float] = []
+    acc = 0.0
+    for w in zipf_weights(spec.values, spec.zipf):
+        acc += w
+        cum.append(acc)
+
+    def depart() -> None:
+        name = running[rng.randrange(len(running))]
+        drop(name)
+        out.append(Departure(name))
+
+    while n < total:
+        if len(running) >= target:
+            depart()
+        value = min(bisect.bisect_left(cum, rng.random()), spec.values - 1)
+        name = f"pod-{n:07d}"
+        n += 1
+        out.append(Arrival(name, value))
+        add(name)
+        if rng.random() < spec.churn:
+            depart()
+    return EventStream(out, n, target, steady_from)
+
+
+def lower_bound_timeline(evs: Iterable[Event], slots: int) -> list[int]:
+    """Devices perfect packing needs after each event: ``sum_v ceil(demand_v / slots)``.
+
+    Demand counts every arrival as running until its departure (the policy-free
+    view: what the workload asks for, not what a policy managed to place).
+    """
+    count: Counter[int] = Counter()
+    value_of: dict[str, int] = {}
+    need = 0
+    out: list[int] = []
+    for ev in evs:
+        if isinstance(ev, Arrival):
+            v = ev.value
+            value_of[ev.pod] = v
+        else:
+            v = value_of.pop(ev.pod)
+        need -= math.ceil(count[v] / slots)
+        count[v] += 1 if isinstance(ev, Arrival) else -1
+        need += math.ceil(count[v] / slots)
+        out.append(need)
+    return out
+
+
+# ====================================================================== one policy
+@dataclass
+class PolicyRun:
+    """What one policy did on the stream (plain data: crosses process boundaries)."""
+
+    scoring: str
+    devices_used: int  # peak locked devices
+    unschedulable: int
+    stranded_end: int
+    stranded_peak: int
+    free_locked_end: int
+    devices_at_end: int
+    cpu_seconds: float  # this process's CPU time: robust to other load on the machine
+    locked: list[int] = field(default_factory=list)  # locked devices after each event
+    # Final per-device view: lock value (None = clean) and slots in use, [node][device].
+    lock_map: list[list[tuple[int | None, int]]] = field(default_factory=list)
+    # Final scheduler state, for invariant checks: device -> keys of each share, and locks.
+    shares: dict[str, list[AffinityKeys | None]] = field(default_factory=dict)
+    locks: dict[str, AffinityKeys | None] = field(default_factory=dict)
+
+
+def _slack(n: int, slots: int) -> int:
+    """Free slots perfect packing leaves for ``n`` pods of one value."""
+    return math.ceil(n / slots) * slots - n
+
+
+def _used(consumed: Any) -> int:
+    return int(consumed.get(SLOTS, 0))
+
+
+def run_policy(spec: WorkloadSpec, evs: Sequence[Event], scoring: str) -> PolicyRun:
+    """Replay ``evs`` through a fresh cluster and scheduler with ``scoring``."""
+    t0 = time.process_time()
+    cluster = build_cluster(spec)
+    sched = Scheduler(cluster, FeatureGates(DRASharingAffinity=True), node_index=True,
+                      scoring=scoring)
+    sched.start()
+    state = sched.state
+    slots = spec.slots
+    placed: dict[str, int] = {}  # running pod -> value
+    per_value: Counter[int] = Counter()
+    slack = 0  # sum over values of _slack(per_value[v])
+    unschedulable = 0
+    locked_series: list[int] = []
+    stranded_peak = 0
+    stranded = free_locked = 0
+
+    def remove(pod: str) -> None:
+        cluster.delete("Pod", f"default/{pod}")
+        cluster.delete("ResourceClaim", f"default/{pod}-nic")
+
+    for ev in evs:
+        if isinstance(ev, Arrival):
+            claim, pod = pod_objects(ev.pod, ev.value)
+            cluster.apply(claim)
+            cluster.apply(pod)
+            attempt = sched.schedule(f"default/{ev.pod}")
+            if attempt.result is Result.SCHEDULED:
+                placed[ev.pod] = ev.value
+                v, delta = ev.value, 1
+            else:
+                unschedulable += 1
+                remove(ev.pod)
+                v, delta = ev.value, 0
+        else:
+            if ev.pod not in placed:
+                v, delta = -1, 0  # this policy never placed it
+            else:
+                v, delta = placed.pop(ev.pod), -1
+                remove(ev.pod)
+        if delta:
+            slack -= _slack(per_value[v], slots)
+            per_value[v] += delta
+            slack += _slack(per_value[v], slots)
+        # Measured from the scheduler's own state after every event.
+        locked = 0
+        free_locked = 0
+        for dev, st in state.affinity_states.items():
+            if st.status is AffinityStatus.LOCKED:
+                locked += 1
+                free_locked += slots - _used(state.consumed(dev))
+        stranded = free_locked - slack
+        stranded_peak = max(stranded_peak, stranded)
+        locked_series.append(locked)
+
+    lock_map: list[list[tuple[int | None, int]]] = []
+    for i in range(spec.nodes):
+        row: list[tuple[int | None, int]] = []
+        for d in range(spec.devices_per_node):
+            dev = f"{DRIVER}/{node_name(i)}/nic{d}"
+            st = state.affinity(dev)
+            value = None
+            if st.status is AffinityStatus.LOCKED:
+                value = int(st.lock_dict()["subnet"].removeprefix("subnet-"))
+            row.append((value, _used(state.consumed(dev))))
+        lock_map.append(row)
+    shares = {dev: [s.keys for s in state.shares(dev)] for dev in state.devices()}
+    locks = {dev: st.locked_affinity for dev, st in state.affinity_states.items()}
+    sched.stop()
+    return PolicyRun(
+        scoring=scoring,
+        devices_used=max(locked_series, default=0),
+        unschedulable=unschedulable,
+        stranded_end=stranded,
+        stranded_peak=stranded_peak,
+        free_locked_end=free_locked,
+        devices_at_end=locked_series[-1] if locked_series else 0,
+        cpu_seconds=time.process_time() - t0,
+        locked=locked_series,
+        lock_map=lock_map,
+        shares=shares,
+        locks=locks,
+    )
+
+
+def best_fit_model(spec: WorkloadSpec, evs: Sequence[Event]) -> tuple[int, int]:
+    """(peak locked devices, unschedulable) of an idealised placement-only policy.
+
+    A plain model, not the scheduler: each pod goes to the *fullest* device
+    locked to its value with a free slot (over the whole cluster), else to the
+    first clean device. It never moves running pods, so what it leaves between
+    itself and the lower bound is the cost of departures, not of scoring.
+    """
+    n_dev = spec.nodes * spec.devices_per_node
+    lock: list[int | None] = [None] * n_dev
+    used = [0] * n_dev
+    where: dict[str, int] = {}
+    locked = peak = unschedulable = 0
+    for ev in evs:
+        if isinstance(ev, Arrival):
+            best = -1
+            for i in range(n_dev):
+                if lock[i] == ev.value and used[i] < spec.slots and (
+                        best < 0 or used[i] > used[best]):
+                    best = i
+            if best < 0:
+                best = next((i for i in range(n_dev) if lock[i] is None), -1)
+            if best < 0:
+                unschedulable += 1
+            else:
+                if lock[best] is None:
+                    locked += 1
+                    lock[best] = ev.value
+                used[best] += 1
+                where[ev.pod] = best
+        elif ev.pod in where:
+            i = where.pop(ev.pod)
+            used[i] -= 1
+            if used[i] == 0:
+                lock[i] = None
+                locked -= 1
+        peak = max(peak, locked)
+    return peak, unschedulable
+
+
+# ====================================================================== report
+def _run_all(spec: WorkloadSpec, evs: list[Event], parallel: bool) -> dict[str, PolicyRun]:
+    if parallel and sys.platform.startswith("linux"):
+        with ProcessPoolExecutor(max_workers=len(POLICIES),
+                                 mp_context=mp.get_context("fork")) as pool:
+            futures = {p: pool.submit(run_policy, spec, evs, p) for p in POLICIES}
+            return {p: f.result() for p, f in futures.items()}
+    return {p: run_policy(spec, evs, p) for p in POLICIES}
+
+
+def _sample(series: Sequence[int], idx: Sequence[int]) -> list[int]:
+    return [series[i] for i in idx]
+
+
+def packing_report(seed: int, plots: str | None = None, spec: WorkloadSpec | None = None,
+                   *, parallel: bool = True) -> dict[str, Any]:
+    """Run both policies on one recorded stream; figures as JSON-ready data.
+
+    ``seed`` overrides ``spec.seed`` (the CLI passes only a seed). ``parallel``
+    runs the two policies in two forked processes (they share nothing), which
+    halves the wall time of the default workload on a multi-core machine.
+    With ``plots`` set, writes ``devices-in-use.png``, ``lock-map-firstfit.png``
+    and ``lock-map-affinity.png`` into that folder.
+    """
+    out, _runs = evaluate(replace(spec or DEFAULT_SPEC, seed=seed), plots, parallel=parallel)
+    return out
+
+
+def evaluate(spec: WorkloadSpec, plots: str | None = None, *, parallel: bool = True
+             ) -> tuple[dict[str, Any], dict[str, PolicyRun]]:
+    """:func:`packing_report` for exactly ``spec``, also returning each policy's run
+    (final scheduler state included) so tests can check invariants on it."""
+    es = events(spec)
+    bound_series = lower_bound_timeline(es.events, spec.slots)
+    bound = max(bound_series, default=0)
+    runs = _run_all(spec, es.events, parallel)
+    bf_peak, bf_unsched = best_fit_model(spec, es.events)
+
+    def ratio(devices: int) -> float:
+        return round(devices / bound, 4) if bound else 0.0
+
+    policies = {
+        name: {
+            "devicesUsed": r.devices_used,
+            "unschedulable": r.unschedulable,
+            "strandedSlots": r.stranded_end,
+            "ratio": ratio(r.devices_used),
+            "strandedSlotsPeak": r.stranded_peak,
+            "freeLockedSlots": r.free_locked_end,
+            "devicesAtEnd": r.devices_at_end,
+            "cpuSeconds": round(r.cpu_seconds, 2),
+        }
+        for name, r in runs.items()
+    }
+    n = len(es.events)
+    step = max(1, math.ceil(n / TIMELINE_POINTS))
+    idx = [*range(0, n, step), *([n - 1] if n and (n - 1) % step else [])]
+    out: dict[str, Any] = {
+        "lowerBound": bound,
+        "policies": policies,
+        "workload": {
+            "nodes": spec.nodes, "devicesPerNode": spec.devices_per_node, "slots": spec.slots,
+            "values": spec.values, "zipf": spec.zipf, "churn": spec.churn, "fill": spec.fill,
+            "seed": spec.seed, "arrivals": es.arrivals, "events": n,
+            "targetPods": es.target, "steadyStateFromEvent": es.steady_from,
+            "totalDevices": spec.nodes * spec.devices_per_node, "totalSlots": spec.total_slots,
+        },
+        "lowerBoundAtEnd": bound_series[-1] if bound_series else 0,
+        "reference": {"bestFitModel": {"devicesUsed": bf_peak, "ratio": ratio(bf_peak),
+                                       "unschedulable": bf_unsched}},
+        "timeline": {
+            "event": idx,
+            "lowerBound": _sample(bound_series, idx),
+            **{name: _sample(r.locked, idx) for name, r in runs.items()},
+        },
+    }
+    if plots is not None:
+        out["plots"] = write_plots(Path(plots), spec, es, bound_series, runs)
+    return out, runs
+
+
+# ====================================================================== plots
+def _palette(n: int) -> list[tuple[float, float, float]]:
+    """``n`` distinguishable colours (tab20 + tab20b, then cycling): one per lock value."""
+    from matplotlib import colormaps
+
+    base = [colormaps["tab20"](i)[:3] for i in range(20)]
+    base += [colormaps["tab20b"](i)[:3] for i in range(20)]
+    return [base[i % len(base)] for i in range(n)]
+
+
+def _save(fig: Any, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    # No software/version or date in the metadata: the same run writes the same bytes.
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+
+
+def write_plots(folder: Path, spec: WorkloadSpec, es: EventStream, bound: Sequence[int],
+                runs: dict[str, PolicyRun]) -> list[str]:
+    """Write the three PNGs; returns their file names (Agg, no pyplot global state)."""
+    from matplotlib.figure import Figure
+
+    folder.mkdir(parents=True, exist_ok=True)
+    colours = {"firstfit": "#d95f02", "affinity": "#1b9e77"}
+    total_devices = spec.nodes * spec.devices_per_node
+    x = range(len(bound))
+
+    fig = Figure(figsize=(10, 6.4), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    top.axhline(total_devices, color="0.55", linestyle=":", linewidth=1)
+    top.text(0, total_devices, f" cluster: {total_devices} devices", va="bottom", fontsize=8,
+             color="0.35")
+    top.plot(x, bound, color="black", linestyle="--", linewidth=1.2,
+             label=f"lower bound (peak {max(bound, default=0)})")
+    for name, r in runs.items():
+        top.plot(x, r.locked, color=colours.get(name), linewidth=1.3,
+                 label=f"{name} (peak {r.devices_used})")
+        bottom.plot(x, [a - b for a, b in zip(r.locked, bound, strict=True)],
+                    color=colours.get(name), linewidth=1.1, label=name)
+    for ax in (top, bottom):
+        if es.steady_from is not None:
+            ax.axvline(es.steady_from, color="0.6", linewidth=0.8)
+        ax.grid(True, color="0.9")
+    if es.steady_from is not None:
+        top.text(es.steady_from, 4, f"  steady state ({es.target} pods, {spec.fill:.0%} of slots)",
+                 fontsize=8, color="0.35")
+    top.set_ylim(0, total_devices * 1.08)
+    top.set_ylabel("locked devices")
+    top.set_title(f"Devices in use: {spec.nodes} nodes x {spec.devices_per_node} devices x "
+                  f"{spec.slots} slots, {spec.values} values (Zipf {spec.zipf}), "
+                  f"churn {spec.churn}, seed {spec.seed}", fontsize=10)
+    top.legend(loc="lower right", fontsize=8)
+    bottom.axhline(0, color="black", linestyle="--", linewidth=1)
+    bottom.set_ylabel("devices above the bound")
+    bottom.set_xlabel("event (arrival or departure)")
+    bottom.legend(loc="upper left", fontsize=8)
+    _save(fig, folder / "devices-in-use.png")
+    names = ["devices-in-use.png"]
+
+    for name, r in runs.items():
+        fname = f"lock-map-{name}.png"
+        _lock_map(r, spec, bound[-1] if bound else 0, folder / fname)
+        names.append(fname)
+    return names
+
+
+def _lock_map(r: PolicyRun, spec: WorkloadSpec, bound_end: int, path: Path) -> None:
+    """Nodes x devices grid at the end of the run: colour and number = lock value, filled
+    height = slots in use, pale remainder = free slots the lock holds, white = clean.
+
+    Nodes wrap into bands of :data:`LOCK_MAP_NODES_PER_BAND` so cells stay large enough
+    to read their labels."""
+    from matplotlib import patheffects
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    colours = _palette(spec.values)
+    n, d = spec.nodes, spec.devices_per_node
+    per_band = min(n, LOCK_MAP_NODES_PER_BAND)
+    bands = math.ceil(n / per_band)
+    gap = 0.9  # rows of space between bands (room for the node numbers)
+    height = bands * d + (bands - 1) * gap
+    cell = 0.36  # inches
+    fig = Figure(figsize=(per_band * cell + 1.0, height * cell + 1.3), layout="constrained")
+    ax = fig.subplots()
+    pad = 0.07
+    outline = [patheffects.withStroke(linewidth=1.8, foreground="white")]
+    for i, row in enumerate(r.lock_map):
+        band, col = divmod(i, per_band)
+        top = band * (d + gap)
+        ax.text(col + 0.5, top + d + 0.05, str(i), ha="center", va="top", fontsize=6,
+                color="0.4")
+        for j, (value, used) in enumerate(row):
+            x0, y0, w, h = col + pad, top + j + pad, 1 - 2 * pad, 1 - 2 * pad
+            if value is None:
+                ax.add_patch(Rectangle((x0, y0), w, h, facecolor="white", edgecolor="0.75",
+                                       linewidth=0.6, linestyle=(0, (2, 2))))
+                continue
+            c = colours[value]
+            ax.add_patch(Rectangle((x0, y0), w, h, facecolor=(*c, 0.25), edgecolor=c,
+                                   linewidth=1.0))
+            frac = min(1.0, used / spec.slots)
+            # The y axis points down: this fills the cell from its bottom edge, like a level.
+            ax.add_patch(Rectangle((x0, y0 + h * (1 - frac)), w, h * frac, facecolor=c,
+                                   edgecolor="none"))
+            ax.text(col + 0.5, top + j + 0.5, str(value), ha="center", va="center", fontsize=7.5,
+                    path_effects=outline)
+    ax.set_xlim(0, per_band)
+    ax.set_ylim(height + 0.5, 0)
+    ax.set_xticks([])
+    ticks = [band * (d + gap) + j + 0.5 for band in range(bands) for j in range(d)]
+    ax.set_yticks(ticks, [f"nic{j}" for _ in range(bands) for j in range(d)], fontsize=7)
+    for s in ax.spines.values():
+        s.set_visible(False)
+    ax.tick_params(length=0)
+    ax.set_xlabel(f"node (small numbers); cell number and colour = lock value (0 = most "
+                  f"frequent); filled part = slots in use of {spec.slots}; dashed = clean",
+                  fontsize=8)
+    ax.set_title(f"Lock map at the end, {r.scoring}: {r.devices_at_end} locked devices "
+                 f"(bound now {bound_end}), {r.free_locked_end} free slots on locked devices, "
+                 f"{r.stranded_end} of them stranded", fontsize=9)
+    _save(fig, path)
