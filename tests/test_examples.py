@@ -199,6 +199,36 @@ EXAMPLE_CASES: list[Case] = [
         metrics={LOCKED: 2, UNRECON: 0},
         extra=sc._dropped_warning(6),
     ),
+    Case(
+        "experiment-never-set-lock.yaml",
+        base=EXAMPLES,
+        steps=(
+            S(0, "Unschedulable", on={"AffinityNeverSetLock": (dev("eth1"), dev("eth2"))}),
+            S(1, "Scheduled", N1, (dev("eth1"),), claim="default/service-nic"),
+            S(2, "Scheduled", N1, (dev("eth1"),), claim="default/batch-nic"),
+        ),
+        devices=(
+            D(dev("eth1"), "Locked", X, ("default/batch-nic", "default/service-nic")),
+            D(dev("eth2"), "Clean", {}, ()),
+        ),
+        metrics={LOCKED: 1, REUSE: 1},
+    ),
+    Case(
+        "experiment-preferred-keys.yaml",
+        base=EXAMPLES,
+        steps=(
+            S(0, "Scheduled", N1, (dev("eth1"),)),
+            S(1, "Scheduled", N1, (dev("eth2"),)),
+            S(2, "Scheduled", N1, (dev("eth1"),)),
+            S(3, "Scheduled", N1, (dev("eth2"),)),
+            S(4, "Unschedulable", codes=("InsufficientCapacity",), absent=(M,)),
+        ),
+        devices=(
+            D(dev("eth1"), "Locked", X, ("default/gold-1-nic", "default/gold-2-nic")),
+            D(dev("eth2"), "Locked", X, ("default/bronze-1-nic", "default/bronze-2-nic")),
+        ),
+        metrics={LOCKED: 2, CONFLICT: 0},
+    ),
 ]
 
 
