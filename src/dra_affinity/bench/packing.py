@@ -75,7 +75,7 @@ Event = Arrival | Departure
 
 POLICIES = ("firstfit", "affinity")
 
-#: The default workload: small enough that both policies run in seconds, large
+#: The default workload: small enough that both policies run in well under a minute, large
 #: enough (200 devices, 32 Zipf values, 75 % occupancy) that first-fit fragments.
 DEFAULT_SPEC = WorkloadSpec(nodes=50, devices_per_node=4, slots=8, values=32, zipf=1.1,
                             churn=0.2, fill=0.75, seed=1, max_pods=3000)
