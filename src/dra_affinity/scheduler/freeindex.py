@@ -131,6 +131,14 @@ class FreeIndex:
         return _dedupe(merged)
 
 
+    def devices_for(self, devices: Iterable[DeviceInfo], keys: list[Any] | None) -> list[DeviceInfo]:
+        """The node's devices that may take a request with these keys, in their order."""
+        cat = self.category
+        if keys is None:
+            return [d for d in devices if d.id in cat]
+        allowed = {CLEAN, *keys}
+        return [d for d in devices if cat.get(d.id) in allowed]
+
     def locked_candidates(self, keys: Iterable[Any]) -> Iterator[int]:
         """Node positions, ascending, with room on a device locked to one of ``keys``."""
         self.catch_up()
