@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule

@@ -878,6 +878,55 @@ class Scheduler:
                                 "affinity locks stay until the claims are deallocated")
         return Attempt(cyc.key, Result.SCHEDULED, node, rows, [], f"assigned to {node}")
 
+    # ================================================================== preemption hooks (KEP-5690)
+    def _pod_shares(self, pod_key: str) -> list[tuple[str, Share]]:
+        """Shares held only on behalf of this pod (claims no other pod reserves)."""
+        pod = self.cluster.pod(pod_key)
+        if pod is None:
+            return []
+        out: list[tuple[str, Share]] = []
+        for prc in pod.spec.resource_claims:
+            name = prc.resource_claim_name or f"{pod.name}-{prc.name}"
+            c = self.cluster.claim(f"{pod.namespace}/{name}")
+            if c is None or c.status.allocation is None:
+                continue
+            others = [r for r in c.status.reserved_for
+                      if not (r.resource == "pods" and r.name == pod.name)]
+            if others:
+                continue  # the claim stays allocated for its other consumers
+            ckey = f"{c.namespace}/{c.name}"
+            for did, _req, _sid in self._recorded.get(ckey, []):
+                for sh in self.state.shares(did):
+                    if sh.claim == ckey:
+                        out.append((did, sh))
+        return out
+
+    def remove_pod(self, state: AllocatedState, pod_key: str) -> None:
+        """RemovePod: take a pod's allocations out of a what-if state, capacity and locks
+        together, so removing the last lock holder leaves the device Clean."""
+        seen: set[tuple[str, str]] = set()
+        for did, sh in self._pod_shares(pod_key):
+            if (did, sh.claim) not in seen:
+                seen.add((did, sh.claim))
+                state.remove(did, sh.claim)
+
+    def add_pod(self, state: AllocatedState, pod_key: str) -> None:
+        """AddPod: put a pod's allocations (back) into a what-if state, folding their
+        keys into the locks exactly as Reserve does."""
+        for did, sh in self._pod_shares(pod_key):
+            already = any(x.claim == sh.claim and x.request == sh.request and
+                          x.share_id == sh.share_id for x in state.shares(did))
+            if not already:
+                state.add(did, sh, exclusive=not sh.consumed and sh.share_id is None)
+
+    def fits_on(self, state: AllocatedState, pod_key: str, node: str) -> NodeResult:
+        """Filter for one pod on one node against a what-if state (nothing is changed)."""
+        pod = self.cluster.pod(pod_key)
+        if pod is None:
+            raise KeyError(pod_key)
+        cyc = self._prefilter(pod)
+        return self._filter_node(cyc, node, self.snapshot(), state)
+
     # ================================================================== observability
     def _refresh_gauges(self) -> None:
         """Gauges are computed when metrics are read, not on every cycle."""

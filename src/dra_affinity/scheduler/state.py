@@ -241,6 +241,16 @@ class AllocatedState:
         self._bump(device, lock_before, released=True)
 
 
+def clone_state(state: AllocatedState) -> AllocatedState:
+    """An independent copy for what-if evaluation (preemption's victim selection runs
+    Filter against a copy with candidate victims removed, never against the live cache)."""
+    c = AllocatedState()
+    c.usage = {d: DeviceUsage(list(u.shares), dict(u.consumed), u.exclusive)
+               for d, u in state.usage.items()}
+    c.affinity_states = dict(state.affinity_states)
+    return c
+
+
 def keys_of(mapping: Mapping[str, str] | Iterable[tuple[str, str]]) -> AffinityKeys:
     items = mapping.items() if isinstance(mapping, Mapping) else mapping
     return tuple(sorted(items))

@@ -204,7 +204,9 @@ class Simulation:
         out = []
         for did in ids:
             status, lock, claims = self.device_view(did)
-            entry: dict[str, Any] = {"device": did, "status": status, "lock": lock, "claims": claims}
+            entry: dict[str, Any] = {"device": did, "status": status, "lock": lock, "claims": claims,
+                                     "holders": [{"claim": sh.claim, "request": sh.request}
+                                                 for sh in self.scheduler.state.shares(did)]}
             st = self.scheduler.state.affinity(did)
             if st.status is AffinityStatus.UNRECONSTRUCTABLE and st.reason:
                 entry["reason"] = st.reason
