@@ -8,6 +8,7 @@ function over these, with no I/O and no clock.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,9 +40,9 @@ class PoolInfo:
     def id(self) -> PoolID:
         return (self.driver, self.name)
 
-    @property
+    @functools.cached_property
     def extractor_set(self) -> tuple[tuple[str, str], ...]:
-        """Identity of the extractor set: memo key for extraction results."""
+        """Identity of the extractor set: memo key for extraction results (computed once)."""
         return tuple((e.name, e.expression) for e in self.extractors)
 
 

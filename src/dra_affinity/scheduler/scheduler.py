@@ -143,6 +143,8 @@ class Scheduler:
         self.use_node_index = node_index
         self._node_index: NodeIndex | None = None
         self._free_index: FreeIndex | None = None
+        # Successful extractions by (extractor set, config content), for this scheduler's life.
+        self._extraction_cache: dict[tuple[object, ...], Any] = {}
         self.last_filter_seconds = 0.0
         self.gates = gates or FeatureGates()
         self.metrics = metrics or SchedulerMetrics()
@@ -390,7 +392,8 @@ class Scheduler:
                 allocated.append(c)
                 continue
             to_allocate.append(self._claim_spec(c, classes))
-        memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes)
+        memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes,
+                              shared=self._extraction_cache)
         return _Cycle(pod, key, claims, to_allocate, allocated, memo)
 
     def _claim_spec(self, c: ResourceClaim, classes: Mapping[str, DeviceClass]) -> ClaimSpec:
