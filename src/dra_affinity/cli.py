@@ -316,14 +316,18 @@ def locks(file: str, at_step: int | None, output: str) -> None:
 @click.option("--scaling", is_flag=True, help="Add a scaling table over nodes x devices per node.")
 @click.option("--scaling-pods", type=click.IntRange(1), default=5000, show_default=True,
               help="Scheduling attempts per scaling cell.")
+@click.option("--scaling-nodes", default="500,1000,2000,5000", show_default=True,
+              help="Comma-separated node counts for --scaling.")
+@click.option("--scaling-devices", default="4,8,32", show_default=True,
+              help="Comma-separated devices per node for --scaling.")
 @click.option("--packing", is_flag=True,
               help="Packing evaluation: first-fit vs affinity scoring vs the lower bound.")
 @click.option("--plots", type=click.Path(file_okay=False), default=None,
               help="With --packing: write PNG plots into this folder.")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: float, churn: float,
-          fill: float, seed: int, scaling: bool, scaling_pods: int, packing: bool,
-          plots: str | None, output: str) -> None:
+          fill: float, seed: int, scaling: bool, scaling_pods: int, scaling_nodes: str,
+          scaling_devices: str, packing: bool, plots: str | None, output: str) -> None:
     """Benchmark scheduling throughput with and without sharingAffinity on one workload.
 
     Generates N nodes with a metadata slice and a slice of D multi-allocatable
@@ -349,7 +353,15 @@ def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: floa
     else:
         from dra_affinity.bench.throughput import bench as run_bench
 
-        out = run_bench(spec, scaling=scaling, scaling_pods=scaling_pods)
+        try:
+            sn = tuple(int(x) for x in scaling_nodes.split(",") if x.strip())
+            sd = tuple(int(x) for x in scaling_devices.split(",") if x.strip())
+        except ValueError:
+            _fail_input("--scaling-nodes and --scaling-devices take comma-separated integers")
+        if any(n < 1 for n in sn + sd):
+            _fail_input("--scaling-nodes and --scaling-devices must be positive")
+        out = run_bench(spec, scaling=scaling, scaling_pods=scaling_pods, scaling_nodes=sn,
+                        scaling_devices=sd)
     if output == "json":
         click.echo(_dump(out))
         return

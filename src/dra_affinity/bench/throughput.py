@@ -8,6 +8,7 @@ in its own process so its peak memory (max RSS) is its own.
 from __future__ import annotations
 
 import gc
+import math
 import multiprocessing as mp
 import resource
 import sys
@@ -60,7 +61,7 @@ def run_fill(spec: WorkloadSpec) -> dict[str, Any]:
     gc.freeze()
     build_s = time.perf_counter() - t_build
     total = spec.total_slots
-    target = int(spec.fill * total)
+    target = math.ceil(spec.fill * total)
     used = 0
     sched_time = 0.0
     filter_times: list[float] = []

@@ -1,0 +1,49 @@
+"""The `bench` JSON interface (scripts depend on it): run the CLI on a tiny workload."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def run(*args: str) -> dict[str, object]:
+    p = subprocess.run([sys.executable, "-m", "dra_affinity", "bench", *args, "--output", "json"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert isinstance(out, dict)
+    return out
+
+
+def test_bench_json_interface() -> None:
+    out = run("--nodes", "12", "--devices-per-node", "2", "--seed", "3", "--fill", "0.6", "--values", "4",
+              "--scaling", "--scaling-nodes", "4,8", "--scaling-devices", "1,2", "--scaling-pods", "40")
+    w = out["workload"]
+    assert isinstance(w, dict)
+    assert (w["nodes"], w["devicesPerNode"], w["seed"], w["fill"]) == (12, 2, 3, 0.6)
+    for variant in ("withAffinity", "withoutAffinity"):
+        v = out[variant]
+        assert isinstance(v, dict)
+        for key in ("podsPerSecond", "filterP50Ms", "filterP99Ms", "peakMemoryMB"):
+            assert isinstance(v[key], (int, float)) and v[key] >= 0, key
+        deciles = v["fillDeciles"]
+        assert isinstance(deciles, list) and deciles
+        assert [d["fill"] for d in deciles] == sorted(d["fill"] for d in deciles)
+        assert all(set(d) >= {"fill", "podsPerSecond"} for d in deciles)
+        assert v["finalFill"] >= 0.6 and v["unschedulable"] == 0
+    wa, wo = out["withAffinity"], out["withoutAffinity"]
+    assert isinstance(wa, dict) and isinstance(wo, dict)
+    assert out["overheadRatio"] == round(wa["podsPerSecond"] / wo["podsPerSecond"], 3)
+    assert wa["lockedDevices"] > 0 and wo["lockedDevices"] == 0
+    rows = out["scaling"]
+    assert isinstance(rows, list)
+    assert [(r["nodes"], r["devicesPerNode"]) for r in rows] == [(4, 1), (4, 2), (8, 1), (8, 2)]
+    assert all(r["podsPerSecond"] > 0 for r in rows)
+
+
+def test_bench_rejects_bad_scaling_lists() -> None:
+    p = subprocess.run([sys.executable, "-m", "dra_affinity", "bench", "--scaling",
+                        "--scaling-nodes", "a,b"], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
