@@ -7,6 +7,7 @@ prints its exposition text and a server can serve it as is.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -92,6 +93,18 @@ class SchedulerMetrics:
             v = self.registry.get_sample_value(name)
             return int(v) if v is not None else 0
         return {name: get(name) for name in KEP_METRICS}
+
+    def wsgi_app(self) -> Any:
+        """A WSGI app serving this registry at any path (mount it in a scheduler's server)."""
+        from prometheus_client import make_wsgi_app
+
+        inner = make_wsgi_app(self.registry)
+
+        def app(environ: Any, start_response: Any) -> Any:
+            self._collect_state()
+            return inner(environ, start_response)
+
+        return app
 
     def exposition(self) -> str:
         self._collect_state()
