@@ -864,71 +864,48 @@ class Compiler:
         return None
 
     def _c_And(self, e: A.And, scope: frozenset[str]) -> Fn:
-        left = self.compile(e.left, scope)
-        right = self.compile(e.right, scope)
-
-        def and_(env: Env, m: Meter) -> object:
-            # Commutative error absorption: false wins over an error on either side.
-            try:
-                a = left(env, m)
-            except CELCostExceeded:
-                raise
-            except CELEvalError as err:
-                a = err
-            if a is False:
-                return False
-            try:
-                b = right(env, m)
-            except CELCostExceeded:
-                raise
-            except CELEvalError as err:
-                if a is True:
-                    raise
-                b = err
-            if b is False:
-                return False
-            if a is True and b is True:
-                return True
-            if isinstance(a, CELEvalError):
-                raise a
-            if isinstance(b, CELEvalError):
-                raise b
-            nso("_&&_", a, b)
-
-        return and_
+        return self._logical(e.left, e.right, scope, decisive=False, op="_&&_")
 
     def _c_Or(self, e: A.Or, scope: frozenset[str]) -> Fn:
-        left = self.compile(e.left, scope)
-        right = self.compile(e.right, scope)
+        return self._logical(e.left, e.right, scope, decisive=True, op="_||_")
 
-        def or_(env: Env, m: Meter) -> object:
+    def _logical(self, le: A.Expr, re_: A.Expr, scope: frozenset[str], *, decisive: bool,
+                 op: str) -> Fn:
+        """``&&`` (decisive value false) and ``||`` (decisive value true), with CEL's
+        commutative error absorption: the decisive value on either side wins over an
+        error on the other; otherwise the first error is raised."""
+        left = self.compile(le, scope)
+        right = self.compile(re_, scope)
+        neutral = not decisive
+
+        def logical(env: Env, m: Meter) -> object:
             try:
                 a = left(env, m)
             except CELCostExceeded:
                 raise
             except CELEvalError as err:
                 a = err
-            if a is True:
-                return True
+            if a is decisive:
+                return decisive
             try:
                 b = right(env, m)
             except CELCostExceeded:
                 raise
             except CELEvalError as err:
-                if a is False:
+                if a is neutral:
                     raise
                 b = err
-            if b is True:
-                return True
-            if a is False and b is False:
-                return False
+            if b is decisive:
+                return decisive
+            if a is neutral and b is neutral:
+                return neutral
             if isinstance(a, CELEvalError):
                 raise a
             if isinstance(b, CELEvalError):
                 raise b
-            nso("_||_", a, b)
+            nso(op, a, b)
 
-        return or_
+        return logical
 
     def _c_Cond(self, e: A.Cond, scope: frozenset[str]) -> Fn:
         cond = self.compile(e.cond, scope)
