@@ -59,19 +59,17 @@ class DeviceInfo:
     pool_info: PoolInfo
     order: int  # first-fit position in the snapshot
     activation: Mapping[str, Any] = field(repr=False)
+    # Derived once: these are read for every device on every Filter pass.
+    multi: bool = field(init=False, repr=False)
+    capacity: Mapping[str, DeviceCapacity] = field(init=False, repr=False)
+    # Sharing affinity applies: a multi-allocatable device in a pool with extractors.
+    gated: bool = field(init=False, repr=False)
 
-    @property
-    def multi(self) -> bool:
-        return bool(self.device.allow_multiple_allocations)
-
-    @property
-    def capacity(self) -> Mapping[str, DeviceCapacity]:
-        return self.device.capacity
-
-    @property
-    def gated(self) -> bool:
-        """Sharing affinity applies: a multi-allocatable device in a pool with extractors."""
-        return self.multi and self.pool_info.declares_sharing_affinity
+    def __post_init__(self) -> None:
+        multi = bool(self.device.allow_multiple_allocations)
+        object.__setattr__(self, "multi", multi)
+        object.__setattr__(self, "capacity", self.device.capacity)
+        object.__setattr__(self, "gated", multi and self.pool_info.declares_sharing_affinity)
 
     def __hash__(self) -> int:
         return hash(self.id)

@@ -14,9 +14,9 @@ extractor set, however many devices and pools share that set.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dra_affinity.allocator.allocator import ClaimSpec, RequestSpec
 from dra_affinity.allocator.model import PoolInfo
@@ -91,17 +91,18 @@ class ExtractionMemo:
 
     def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
                  pool: PoolInfo) -> ExtractionResult:
-        configs = scoped_configs(claim, request, pool.driver, self.classes.get(class_name))
+        device_class = self.classes.get(class_name)
         # Successful extractions depend only on the extractors and the configs' content:
         # pods stamped from one template share them across cycles. Outcomes that carry
         # a message naming the claim (errors, no keys) are never shared.
         shared = self.shared
-        ckey = _content_key(pool, configs) if shared is not None else None
+        ckey = (_content_key(pool, scoped_parameters(claim, request, pool.driver, device_class))
+                if shared is not None else None)
         if ckey is not None:
             hit = shared.get(ckey)  # type: ignore[union-attr]
             if hit is not None:
                 return hit
-        res = extract(pool.extractors, configs)
+        res = extract(pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
         self.evaluations += res.evaluations
         if ckey is not None and shared is not None and res.kind is OutcomeKind.OK:
             if len(shared) >= SHARED_MAX:
@@ -113,10 +114,48 @@ class ExtractionMemo:
 SHARED_MAX = 4096
 
 
-def _content_key(pool: PoolInfo, configs: list[ConfigObject]) -> tuple[object, ...] | None:
+def scoped_parameters(claim: ResourceClaim, request: str, driver: str,
+                      device_class: DeviceClass | None) -> list[Any]:
+    """The parameters of :func:`scoped_configs`, in the same order, without their labels."""
+    out: list[Any] = []
+    if device_class is not None:
+        for cfg in device_class.spec.config:
+            if cfg.opaque is not None and cfg.opaque.driver == driver:
+                out.append(cfg.opaque.parameters)
+    for ccfg in claim.spec.devices.config:
+        op = ccfg.opaque
+        if op is not None and op.driver == driver and in_scope(ccfg.requests, request):
+            out.append(op.parameters)
+    return out
+
+
+def _content_key(pool: PoolInfo, parameters: list[Any]) -> tuple[object, ...] | None:
+    """A hashable image of the configs' content, or None (then nothing is shared).
+
+    Scalars carry their type (``1``, ``1.0`` and ``true`` are equal in Python but
+    not to an extractor); object keys are sorted so key order does not matter."""
     try:
-        blobs = tuple(json.dumps(c.parameters, sort_keys=True, separators=(",", ":"))
-                      for c in configs)
-    except (TypeError, ValueError):
+        return (pool.driver, pool.extractor_set, tuple([_freeze(p) for p in parameters]))
+    except (TypeError, RecursionError):
         return None
-    return (pool.driver, pool.extractor_set, blobs)
+
+
+def _freeze(v: Any) -> Any:
+    t = type(v)
+    if t is str:
+        return v
+    if t is dict:
+        items = []
+        for k, x in v.items():
+            if type(k) is not str:
+                raise TypeError("non-string object key")
+            items.append((k, _freeze(x)))
+        items.sort()
+        return (dict, tuple(items))
+    if t is list:
+        return (list, tuple([_freeze(x) for x in v]))
+    if t is float:
+        return (float, repr(v))  # repr keeps -0.0 apart from 0.0
+    if t is int or t is bool or v is None:
+        return (t, v)
+    raise TypeError(f"unexpected {t.__name__} in parameters")

@@ -16,7 +16,6 @@ other paths).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -124,12 +123,7 @@ class FreeIndex:
         ``keys``; with ``keys`` None (extraction did not give keys) any node with room."""
         self.catch_up()
         cats = [ANY] if keys is None else [CLEAN, *set(keys)]
-        lists = [self.by_category[c] for c in cats if c in self.by_category]
-        if len(lists) == 1:
-            return iter(lists[0])
-        merged = heapq.merge(*lists)
-        return _dedupe(merged)
-
+        return _union([self.by_category[c] for c in cats if c in self.by_category])
 
     def devices_for(self, devices: Iterable[DeviceInfo], keys: list[Any] | None) -> list[DeviceInfo]:
         """The node's devices that may take a request with these keys, in their order."""
@@ -142,17 +136,29 @@ class FreeIndex:
     def locked_candidates(self, keys: Iterable[Any]) -> Iterator[int]:
         """Node positions, ascending, with room on a device locked to one of ``keys``."""
         self.catch_up()
-        lists = [self.by_category[k] for k in set(keys) if k in self.by_category]
-        if not lists:
-            return iter(())
-        if len(lists) == 1:
-            return iter(lists[0])
-        return _dedupe(heapq.merge(*lists))
+        return _union([self.by_category[k] for k in set(keys) if k in self.by_category])
 
 
-def _dedupe(it: Iterator[int]) -> Iterator[int]:
-    last = -1
-    for p in it:
-        if p != last:
-            yield p
-            last = p
+def _union(lists: list[SortedList]) -> Iterator[int]:
+    """Ascending positions in any of the sorted lists, each once.
+
+    Callers usually stop at the first candidate, and there are few lists (clean and
+    the request's lock values), so a plain walk over the heads beats a heap merge."""
+    if not lists:
+        return iter(())
+    if len(lists) == 1:
+        return iter(lists[0])
+    return _walk(lists)
+
+
+def _walk(lists: list[SortedList]) -> Iterator[int]:
+    its = [iter(lst) for lst in lists]
+    heads = [next(it, None) for it in its]
+    while True:
+        best = min([h for h in heads if h is not None], default=None)
+        if best is None:
+            return
+        yield best
+        for i, h in enumerate(heads):
+            if h == best:
+                heads[i] = next(its[i], None)

@@ -673,10 +673,14 @@ class Scheduler:
         finally:
             self.last_filter_seconds = time.perf_counter() - t0
             self.metrics.filter_seconds.observe(self.last_filter_seconds)
-            self.metrics.evaluations.inc(cyc.memo.evaluations)
-            cyc.memo.evaluations = 0
-            self.metrics.lock_conflict.inc(cyc.counters.lock_conflicts)
-            self.metrics.no_keys.inc(cyc.counters.no_keys)
+            # (zero increments skipped: each inc takes the metric's lock)
+            if cyc.memo.evaluations:
+                self.metrics.evaluations.inc(cyc.memo.evaluations)
+                cyc.memo.evaluations = 0
+            if cyc.counters.lock_conflicts:
+                self.metrics.lock_conflict.inc(cyc.counters.lock_conflicts)
+            if cyc.counters.no_keys:
+                self.metrics.no_keys.inc(cyc.counters.no_keys)
             cyc.counters = Counters()
 
     # ================================================================== Reserve / Unreserve
