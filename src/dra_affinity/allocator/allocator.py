@@ -370,7 +370,8 @@ class NodeAllocator:
                              "active claims")
                 return None
             res = self.extract(claim, alt, pi)
-            self._check_fatal(res, d, claim, alt)
+            if res.kind is not OutcomeKind.OK:
+                self._check_fatal(res, d, claim, alt)
             if res.kind is OutcomeKind.NO_KEYS:
                 self._reject(d, R.AFFINITY_NO_KEYS,
                              lambda: f"claim {claim.key} request {alt.name}: strict gating: not every "

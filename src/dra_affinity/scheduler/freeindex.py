@@ -27,6 +27,7 @@ from dra_affinity.scheduler.state import AffinityStatus, AllocatedState
 
 CLEAN: Any = ("",)  # category of clean or ungated devices with room
 ANY: Any = ("*",)  # every node with a device that has room (any category)
+_CLEAN_ID, _ANY_ID = 0, 1
 
 
 class FreeIndex:
@@ -41,9 +42,14 @@ class FreeIndex:
                 if d.id in self.devices or not snap.node_local.get(d.id, False):
                     self.usable = False
                 self.devices[d.id] = (d, i)
-        self.category: dict[str, Any] = {}
-        self.count: dict[tuple[int, Any], int] = {}
-        self.by_category: dict[Any, SortedList] = {}
+        # Categories are interned to small ints: queries compare a device's category
+        # against the request's once per device, and lock values are nested tuples.
+        self._ids: dict[Any, int] = {CLEAN: _CLEAN_ID, ANY: _ANY_ID}
+        self._cat_of: dict[int, Any] = {_CLEAN_ID: CLEAN, _ANY_ID: ANY}
+        self._next_id = 2
+        self.category: dict[str, int] = {}
+        self.count: dict[tuple[int, int], int] = {}
+        self.by_category: dict[int, SortedList] = {}
         self.seen = len(state.changes)
         if self.usable:
             for did in self.devices:
@@ -77,8 +83,16 @@ class FreeIndex:
                 return a.locked_affinity
         return CLEAN
 
-    def _move(self, pos: int, cat: Any, delta: int) -> None:
-        for key in (cat, ANY):
+    def _id(self, cat: Any) -> int:
+        i = self._ids.get(cat)
+        if i is None:
+            i = self._ids[cat] = self._next_id
+            self._cat_of[i] = cat
+            self._next_id += 1
+        return i
+
+    def _move(self, pos: int, cat: int, delta: int) -> None:
+        for key in (cat, _ANY_ID):
             k = (pos, key)
             n = self.count.get(k, 0) + delta
             if n:
@@ -92,13 +106,18 @@ class FreeIndex:
                 lst.add(pos)
             elif n == 0 and lst is not None:
                 lst.discard(pos)
+                if not lst and key > _ANY_ID:
+                    # no device has this lock value any more: forget its id
+                    del self.by_category[key]
+                    del self._ids[self._cat_of.pop(key)]
 
     def _update(self, did: str) -> None:
         entry = self.devices.get(did)
         if entry is None:
             return
         d, pos = entry
-        new = self._category(d)
+        cat = self._category(d)
+        new = None if cat is None else self._id(cat)
         old = self.category.get(did)
         if new == old:
             return
@@ -122,21 +141,28 @@ class FreeIndex:
         """Node positions, ascending, that may fit: clean/ungated room or room under one of
         ``keys``; with ``keys`` None (extraction did not give keys) any node with room."""
         self.catch_up()
-        cats = [ANY] if keys is None else [CLEAN, *set(keys)]
-        return _union([self.by_category[c] for c in cats if c in self.by_category])
+        ids = [_ANY_ID] if keys is None else self._known([CLEAN, *set(keys)])
+        return _union([self.by_category[i] for i in ids if i in self.by_category])
+
+    def _known(self, cats: Iterable[Any]) -> list[int]:
+        ids = self._ids
+        return [ids[c] for c in cats if c in ids]
 
     def devices_for(self, devices: Iterable[DeviceInfo], keys: list[Any] | None) -> list[DeviceInfo]:
         """The node's devices that may take a request with these keys, in their order."""
         cat = self.category
         if keys is None:
             return [d for d in devices if d.id in cat]
-        allowed = {CLEAN, *keys}
+        allowed = self._known([CLEAN, *keys])
+        if len(allowed) == 1:
+            only = allowed[0]
+            return [d for d in devices if cat.get(d.id) == only]
         return [d for d in devices if cat.get(d.id) in allowed]
 
     def locked_candidates(self, keys: Iterable[Any]) -> Iterator[int]:
         """Node positions, ascending, with room on a device locked to one of ``keys``."""
         self.catch_up()
-        return _union([self.by_category[k] for k in set(keys) if k in self.by_category])
+        return _union([self.by_category[i] for i in self._known(set(keys)) if i in self.by_category])
 
 
 def _union(lists: list[SortedList]) -> Iterator[int]:
@@ -148,7 +174,29 @@ def _union(lists: list[SortedList]) -> Iterator[int]:
         return iter(())
     if len(lists) == 1:
         return iter(lists[0])
+    if len(lists) == 2:
+        return _walk2(lists[0], lists[1])
     return _walk(lists)
+
+
+def _walk2(a: SortedList, b: SortedList) -> Iterator[int]:
+    """The common case: clean devices and one lock value."""
+    ia, ib = iter(a), iter(b)
+    x, y = next(ia, None), next(ib, None)
+    while x is not None and y is not None:
+        if x < y:
+            yield x
+            x = next(ia, None)
+        elif y < x:
+            yield y
+            y = next(ib, None)
+        else:
+            yield x
+            x, y = next(ia, None), next(ib, None)
+    rest, it = (x, ia) if x is not None else (y, ib)
+    if rest is not None:
+        yield rest
+        yield from it
 
 
 def _walk(lists: list[SortedList]) -> Iterator[int]:
