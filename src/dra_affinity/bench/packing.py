@@ -37,7 +37,9 @@ Lower bound (:func:`lower_bound_timeline`)
     policy that only chooses where a pod lands (and never moves running pods)
     can follow it exactly: departures leave values spread over more devices than
     they need. ``reference.bestFitModel`` (a model of an idealised placement-only
-    policy, no scheduler) shows how much of the gap that accounts for.
+    policy, no scheduler) shows how much of the gap that accounts for, and
+    ``reference.clairvoyantModel`` (the same, told every pod's departure time) how
+    much of it knowing lifetimes could close.
 """
 
 from __future__ import annotations
@@ -353,6 +355,59 @@ def best_fit_model(spec: WorkloadSpec, evs: Sequence[Event]) -> tuple[int, int]:
     return peak, unschedulable
 
 
+def clairvoyant_model(spec: WorkloadSpec, evs: Sequence[Event]) -> tuple[int, int]:
+    """(peak locked devices, unschedulable) of a placement-only policy that knows the future.
+
+    A plain model, not the scheduler, and not something a scheduler could run: it is
+    told when every pod will depart. Each pod goes to the device locked to its value
+    with a free slot whose release it delays least (the device's latest departure
+    already at or after this pod's, else the smallest extension), fullest first on
+    ties; else to the first clean device. It still never moves running pods. Where it
+    lands between the lower bound and the best-fit model says how much of the gap is
+    information about lifetimes rather than scoring.
+    """
+    never = len(evs)  # pods still running at the end
+    departs: dict[str, int] = {}
+    for t, ev in enumerate(evs):
+        if not isinstance(ev, Arrival):
+            departs[ev.pod] = t
+    n_dev = spec.nodes * spec.devices_per_node
+    lock: list[int | None] = [None] * n_dev
+    used = [0] * n_dev
+    latest = [0] * n_dev  # latest departure among the device's running pods
+    where: dict[str, int] = {}
+    locked = peak = unschedulable = 0
+    for ev in evs:
+        if isinstance(ev, Arrival):
+            d = departs.get(ev.pod, never)
+            best, best_key = -1, (0, 0)
+            for i in range(n_dev):
+                if lock[i] == ev.value and used[i] < spec.slots:
+                    key = (max(0, d - latest[i]), -used[i])
+                    if best < 0 or key < best_key:
+                        best, best_key = i, key
+            if best < 0:
+                best = next((i for i in range(n_dev) if lock[i] is None), -1)
+            if best < 0:
+                unschedulable += 1
+            else:
+                if lock[best] is None:
+                    locked += 1
+                    lock[best] = ev.value
+                    latest[best] = 0
+                used[best] += 1
+                latest[best] = max(latest[best], d)
+                where[ev.pod] = best
+        elif ev.pod in where:
+            i = where.pop(ev.pod)
+            used[i] -= 1
+            if used[i] == 0:
+                lock[i] = None
+                locked -= 1
+        peak = max(peak, locked)
+    return peak, unschedulable
+
+
 # ====================================================================== report
 def _run_all(spec: WorkloadSpec, evs: list[Event], parallel: bool) -> dict[str, PolicyRun]:
     if parallel and sys.platform.startswith("linux"):
@@ -390,6 +445,7 @@ def evaluate(spec: WorkloadSpec, plots: str | None = None, *, parallel: bool = T
     bound = max(bound_series, default=0)
     runs = _run_all(spec, es.events, parallel)
     bf_peak, bf_unsched = best_fit_model(spec, es.events)
+    cv_peak, cv_unsched = clairvoyant_model(spec, es.events)
 
     def ratio(devices: int) -> float:
         return round(devices / bound, 4) if bound else 0.0
@@ -422,7 +478,9 @@ def evaluate(spec: WorkloadSpec, plots: str | None = None, *, parallel: bool = T
         },
         "lowerBoundAtEnd": bound_series[-1] if bound_series else 0,
         "reference": {"bestFitModel": {"devicesUsed": bf_peak, "ratio": ratio(bf_peak),
-                                       "unschedulable": bf_unsched}},
+                                       "unschedulable": bf_unsched},
+                      "clairvoyantModel": {"devicesUsed": cv_peak, "ratio": ratio(cv_peak),
+                                           "unschedulable": cv_unsched}},
         "timeline": {
             "event": idx,
             "lowerBound": _sample(bound_series, idx),
