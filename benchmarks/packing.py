@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{w['arrivals']} arrivals, {w['events']} events, seed {w['seed']}")
     console.print(f"best-fit placement model (no scheduler): {ref['devicesUsed']} devices, "
                   f"ratio {ref['ratio']:.3f}")
+    cv = out["reference"]["clairvoyantModel"]
+    console.print(f"clairvoyant placement model (told every departure): {cv['devicesUsed']} "
+                  f"devices, ratio {cv['ratio']:.3f}")
     console.print(f"wall time {wall:.1f} s")
     if plots:
         console.print(f"plots: {', '.join(str(Path(plots) / p) for p in out['plots'])}")
