@@ -51,7 +51,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -323,36 +323,7 @@ def best_fit_model(spec: WorkloadSpec, evs: Sequence[Event]) -> tuple[int, int]:
     first clean device. It never moves running pods, so what it leaves between
     itself and the lower bound is the cost of departures, not of scoring.
     """
-    n_dev = spec.nodes * spec.devices_per_node
-    lock: list[int | None] = [None] * n_dev
-    used = [0] * n_dev
-    where: dict[str, int] = {}
-    locked = peak = unschedulable = 0
-    for ev in evs:
-        if isinstance(ev, Arrival):
-            best = -1
-            for i in range(n_dev):
-                if lock[i] == ev.value and used[i] < spec.slots and (
-                        best < 0 or used[i] > used[best]):
-                    best = i
-            if best < 0:
-                best = next((i for i in range(n_dev) if lock[i] is None), -1)
-            if best < 0:
-                unschedulable += 1
-            else:
-                if lock[best] is None:
-                    locked += 1
-                    lock[best] = ev.value
-                used[best] += 1
-                where[ev.pod] = best
-        elif ev.pod in where:
-            i = where.pop(ev.pod)
-            used[i] -= 1
-            if used[i] == 0:
-                lock[i] = None
-                locked -= 1
-        peak = max(peak, locked)
-    return peak, unschedulable
+    return _placement_model(spec, evs, lambda m, i, departs: -m.used[i])
 
 
 def clairvoyant_model(spec: WorkloadSpec, evs: Sequence[Event]) -> tuple[int, int]:
@@ -366,43 +337,57 @@ def clairvoyant_model(spec: WorkloadSpec, evs: Sequence[Event]) -> tuple[int, in
     lands between the lower bound and the best-fit model says how much of the gap is
     information about lifetimes rather than scoring.
     """
-    never = len(evs)  # pods still running at the end
+    return _placement_model(
+        spec, evs, lambda m, i, departs: (max(0, departs - m.latest[i]), -m.used[i]))
+
+
+@dataclass
+class _Devices:
+    lock: list[int | None]
+    used: list[int]
+    latest: list[int]  # latest departure among each device's running pods
+
+
+def _placement_model(spec: WorkloadSpec, evs: Sequence[Event],
+                     rank: Callable[[_Devices, int, int], Any]) -> tuple[int, int]:
+    """Replay ``evs`` on a model cluster: each pod goes to the compatibly-locked device
+    with a free slot that ``rank(devices, i, departure)`` puts lowest (first on ties),
+    else the first clean device. Returns (peak locked devices, unschedulable)."""
+    never = len(evs)  # departure "time" of pods still running at the end
     departs: dict[str, int] = {}
     for t, ev in enumerate(evs):
         if not isinstance(ev, Arrival):
             departs[ev.pod] = t
     n_dev = spec.nodes * spec.devices_per_node
-    lock: list[int | None] = [None] * n_dev
-    used = [0] * n_dev
-    latest = [0] * n_dev  # latest departure among the device's running pods
+    m = _Devices([None] * n_dev, [0] * n_dev, [0] * n_dev)
     where: dict[str, int] = {}
     locked = peak = unschedulable = 0
     for ev in evs:
         if isinstance(ev, Arrival):
             d = departs.get(ev.pod, never)
-            best, best_key = -1, (0, 0)
+            best, best_key = -1, None
             for i in range(n_dev):
-                if lock[i] == ev.value and used[i] < spec.slots:
-                    key = (max(0, d - latest[i]), -used[i])
+                if m.lock[i] == ev.value and m.used[i] < spec.slots:
+                    key = rank(m, i, d)
                     if best < 0 or key < best_key:
                         best, best_key = i, key
             if best < 0:
-                best = next((i for i in range(n_dev) if lock[i] is None), -1)
+                best = next((i for i in range(n_dev) if m.lock[i] is None), -1)
             if best < 0:
                 unschedulable += 1
             else:
-                if lock[best] is None:
+                if m.lock[best] is None:
                     locked += 1
-                    lock[best] = ev.value
-                    latest[best] = 0
-                used[best] += 1
-                latest[best] = max(latest[best], d)
+                    m.lock[best] = ev.value
+                    m.latest[best] = 0
+                m.used[best] += 1
+                m.latest[best] = max(m.latest[best], d)
                 where[ev.pod] = best
         elif ev.pod in where:
             i = where.pop(ev.pod)
-            used[i] -= 1
-            if used[i] == 0:
-                lock[i] = None
+            m.used[i] -= 1
+            if m.used[i] == 0:
+                m.lock[i] = None
                 locked -= 1
         peak = max(peak, locked)
     return peak, unschedulable
