@@ -14,7 +14,7 @@ extractor set, however many devices and pools share that set.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,19 @@ def in_scope(config_requests: list[str], request: str) -> bool:
     return request in config_requests or parent in config_requests
 
 
+def _in_scope_configs(claim: ResourceClaim, request: str, driver: str,
+                     device_class: DeviceClass | None) -> Iterator[tuple[bool, int, Any]]:
+    """(from the class?, index, parameters) of each opaque config in scope, class first."""
+    if device_class is not None:
+        for i, cfg in enumerate(device_class.spec.config):
+            if cfg.opaque is not None and cfg.opaque.driver == driver:
+                yield True, i, cfg.opaque.parameters
+    for i, ccfg in enumerate(claim.spec.devices.config):
+        op = ccfg.opaque
+        if op is not None and op.driver == driver and in_scope(ccfg.requests, request):
+            yield False, i, op.parameters
+
+
 def scoped_configs(
     claim: ResourceClaim,
     request: str,
@@ -38,20 +51,18 @@ def scoped_configs(
     device_class: DeviceClass | None,
 ) -> list[ConfigObject]:
     """The opaque-config objects an extractor sees for this (sub)request and driver."""
-    out: list[ConfigObject] = []
-    if device_class is not None:
-        for i, cfg in enumerate(device_class.spec.config):
-            if cfg.opaque is not None and cfg.opaque.driver == driver:
-                out.append(ConfigObject(
-                    f"DeviceClass {device_class.name} spec.config[{i}]", cfg.opaque.parameters))
     key = f"{claim.namespace}/{claim.name}"
-    for i, ccfg in enumerate(claim.spec.devices.config):
-        if ccfg.opaque is None or ccfg.opaque.driver != driver:
-            continue
-        if in_scope(ccfg.requests, request):
-            out.append(ConfigObject(
-                f"ResourceClaim {key} spec.devices.config[{i}]", ccfg.opaque.parameters))
-    return out
+    return [ConfigObject(f"DeviceClass {device_class.name} spec.config[{i}]" if from_class
+                         and device_class is not None else
+                         f"ResourceClaim {key} spec.devices.config[{i}]", params)
+            for from_class, i, params in _in_scope_configs(claim, request, driver, device_class)]
+
+
+def scoped_parameters(claim: ResourceClaim, request: str, driver: str,
+                      device_class: DeviceClass | None) -> list[Any]:
+    """The parameters of :func:`scoped_configs`, in the same order, without their labels
+    (the hot path: labels are only needed when extraction actually runs)."""
+    return [params for _, _, params in _in_scope_configs(claim, request, driver, device_class)]
 
 
 @dataclass
@@ -112,21 +123,6 @@ class ExtractionMemo:
 
 
 SHARED_MAX = 4096
-
-
-def scoped_parameters(claim: ResourceClaim, request: str, driver: str,
-                      device_class: DeviceClass | None) -> list[Any]:
-    """The parameters of :func:`scoped_configs`, in the same order, without their labels."""
-    out: list[Any] = []
-    if device_class is not None:
-        for cfg in device_class.spec.config:
-            if cfg.opaque is not None and cfg.opaque.driver == driver:
-                out.append(cfg.opaque.parameters)
-    for ccfg in claim.spec.devices.config:
-        op = ccfg.opaque
-        if op is not None and op.driver == driver and in_scope(ccfg.requests, request):
-            out.append(op.parameters)
-    return out
 
 
 def _content_key(pool: PoolInfo, parameters: list[Any]) -> tuple[object, ...] | None:
