@@ -251,19 +251,14 @@ def explain(sim: Simulation, pod_ref: str) -> dict[str, Any]:
                         row: dict[str, Any] = {"claim": claim.key, "request": alt.name,
                                                "device": d.id}
                         try:
-                            if not alloc._static_match(d, claim, alt):
-                                r = alloc.reasons()[0]
-                                row.update(verdict=r.code, message=r.message)
-                            else:
-                                share = alloc._viable(d, claim, alt)
-                                if share is None:
-                                    r = alloc.reasons()[0]
-                                    row.update(verdict=r.code, message=r.message)
-                                else:
-                                    row.update(verdict="Fits", message="device is viable" + (
-                                        f"; affinity {dict(share.keys)}" if share.keys else ""))
-                                    if share.keys is not None:
-                                        row["keys"] = dict(share.keys)
+                            share, reason = alloc.check_device(d, claim, alt)
+                            if reason is not None:
+                                row.update(verdict=reason.code, message=reason.message)
+                            elif share is not None:
+                                row.update(verdict="Fits", message="device is viable" + (
+                                    f"; affinity {dict(share.keys)}" if share.keys else ""))
+                                if share.keys is not None:
+                                    row["keys"] = dict(share.keys)
                         except Abort as a:
                             row.update(verdict=a.reason.code, message=a.reason.message,
                                        result=a.result.value)

@@ -159,6 +159,19 @@ class NodeAllocator:
             codes.append(R.SEARCH_LIMIT)
         return NodeResult(self.node, False, [], self._final_reasons, codes)
 
+    def check_device(self, d: DeviceInfo, claim: ClaimSpec,
+                     alt: RequestSpec) -> tuple[PlannedShare | None, Reason | None]:
+        """One device against one (sub)request, nothing else picked yet: the share it
+        would get, or the reason it is not viable. For diagnostics (``explain``); it
+        raises :class:`Abort` exactly where :meth:`allocate` would."""
+        before = len(self._reasons)
+        share = self._viable(d, claim, alt) if self._static_match(d, claim, alt) else None
+        if share is not None:
+            return share, None
+        fresh = self.reasons()[before:]
+        return None, fresh[0] if fresh else Reason(
+            R.NO_DEVICES, f"device {d.id} is not viable for request {alt.name}", self.node, d.id)
+
     def _final_reasons(self) -> list[Reason]:
         reasons = self.reasons()
         if self._steps > SEARCH_STEP_LIMIT:
