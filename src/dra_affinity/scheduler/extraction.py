@@ -51,10 +51,9 @@ def scoped_configs(
     device_class: DeviceClass | None,
 ) -> list[ConfigObject]:
     """The opaque-config objects an extractor sees for this (sub)request and driver."""
-    key = f"{claim.namespace}/{claim.name}"
-    return [ConfigObject(f"DeviceClass {device_class.name} spec.config[{i}]" if from_class
-                         and device_class is not None else
-                         f"ResourceClaim {key} spec.devices.config[{i}]", params)
+    of_class = f"DeviceClass {device_class.name} spec.config" if device_class is not None else ""
+    of_claim = f"ResourceClaim {claim.namespace}/{claim.name} spec.devices.config"
+    return [ConfigObject(f"{of_class if from_class else of_claim}[{i}]", params)
             for from_class, i, params in _in_scope_configs(claim, request, driver, device_class)]
 
 
