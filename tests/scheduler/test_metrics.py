@@ -32,3 +32,24 @@ def test_exposition_and_wsgi_serve_the_same_registry() -> None:
         {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": ""}, start_response))
     assert status[0].startswith("200")
     assert b"sharing_affinity_locked_devices 1.0" in body
+
+
+def test_tallied_increments_reach_every_reader_exactly_once() -> None:
+    """Hot-path increments are tallied as ints; each way of reading folds them in once."""
+    env = Env(nic_class(), meta_slice("node-1"), device_slice("node-1", ["eth1"]))
+    for name, subnet in (("a", "X"), ("b", "X"), ("c", "Y")):
+        env.add_pod(name, nic_params(subnet))
+        env.schedule(name)
+    m = env.scheduler.metrics
+    assert m.pending["sharing_affinity_compatible_reuse_total"] == 1  # b joined a's lock
+    assert m.pending["sharing_affinity_lock_conflict_total"] == 1  # c met X's lock
+    assert m.values()["sharing_affinity_compatible_reuse_total"] == 1
+    assert all(n == 0 for n in m.pending.values())
+    # read again, through every path: nothing is counted twice
+    assert "sharing_affinity_compatible_reuse_total 1.0" in m.exposition()
+    assert m.values()["sharing_affinity_lock_conflict_total"] == 1
+    env.add_pod("d", nic_params("X"))
+    env.schedule("d")
+    body = b"".join(m.wsgi_app()({"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics",
+                                  "QUERY_STRING": ""}, lambda s, h: None))
+    assert b"sharing_affinity_compatible_reuse_total 2.0" in body

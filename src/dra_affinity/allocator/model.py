@@ -45,6 +45,12 @@ class PoolInfo:
         """Identity of the extractor set: memo key for extraction results (computed once)."""
         return tuple((e.name, e.expression) for e in self.extractors)
 
+    @functools.cached_property
+    def extraction_token(self) -> str:
+        """(driver, extractor set) as one string: a memo key part whose hash Python caches,
+        where the tuple's would be recomputed on every lookup."""
+        return repr((self.driver, self.extractor_set))
+
 
 @dataclass(frozen=True, eq=False)
 class DeviceInfo:

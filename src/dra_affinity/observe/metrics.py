@@ -64,6 +64,13 @@ class SchedulerMetrics:
         self.pool_unreconstructable = Gauge(
             "sharing_affinity_pool_unreconstructable_devices",
             "Unreconstructable devices per pool.", ["driver", "pool"], registry=r)
+        # Hot-path increments are tallied here as plain ints and folded into the counters
+        # whenever the metrics are read (values, exposition, a scrape): Counter.inc takes
+        # a lock, and a scheduling cycle would otherwise pay for it several times.
+        self.pending: dict[str, int] = dict.fromkeys(
+            (EVALUATIONS, LOCK_CONFLICT, NO_KEYS, COMPATIBLE_REUSE), 0)
+        self._counters = {EVALUATIONS: self.evaluations, LOCK_CONFLICT: self.lock_conflict,
+                          NO_KEYS: self.no_keys, COMPATIBLE_REUSE: self.compatible_reuse}
         self._state_source: Callable[[], tuple[int, int, dict[tuple[str, str], tuple[int, int]]]] | None = None
         self._pools_seen: set[tuple[str, str]] = set()
 
@@ -82,7 +89,16 @@ class SchedulerMetrics:
         """Where the gauges come from (the current scheduler's cache); read on collection."""
         self._state_source = source
 
+    def flush(self) -> None:
+        """Fold the pending tallies into the Prometheus counters."""
+        pending = self.pending
+        for name, n in pending.items():
+            if n:
+                self._counters[name].inc(n)
+                pending[name] = 0
+
     def _collect_state(self) -> None:
+        self.flush()
         if self._state_source is not None:
             self.refresh(*self._state_source())
 

@@ -57,27 +57,19 @@ def scoped_configs(
             for from_class, i, params in _in_scope_configs(claim, request, driver, device_class)]
 
 
-def scoped_parameters(claim: ResourceClaim, request: str, driver: str,
-                      device_class: DeviceClass | None) -> list[Any]:
-    """The parameters of :func:`scoped_configs`, in the same order, without their labels
-    (the hot path: labels are only needed when extraction actually runs)."""
-    return [params for _, _, params in _in_scope_configs(claim, request, driver, device_class)]
-
-
 @dataclass
 class ExtractionMemo:
     """Per-cycle memo of extraction results; counts real CEL evaluations."""
 
     claims: Mapping[str, ResourceClaim]
     classes: Mapping[str, DeviceClass]
-    results: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], ExtractionResult] = field(
-        default_factory=dict)
+    results: dict[tuple[str, str, str], ExtractionResult] = field(default_factory=dict)
     evaluations: int = 0
     # The scheduler's cross-cycle cache of successful extractions by content (or None).
     shared: dict[tuple[object, ...], ExtractionResult] | None = None
 
     def __call__(self, claim: ClaimSpec, alt: RequestSpec, pool: PoolInfo) -> ExtractionResult:
-        key = (claim.key, alt.name, pool.driver, pool.extractor_set)
+        key = (claim.key, alt.name, pool.extraction_token)
         hit = self.results.get(key)
         if hit is not None:
             return hit
@@ -88,8 +80,8 @@ class ExtractionMemo:
     def preferred(self, claim: ClaimSpec, alt: RequestSpec,
                   pool: PoolInfo) -> tuple[tuple[str, str], ...] | None:
         """Values of the pool's preferred keys for this request (None: none extracted)."""
-        key = (claim.key, alt.name, pool.driver,
-               tuple((e.name, e.expression) for e in pool.preferred_extractors))
+        key = (claim.key, alt.name, "preferred" + repr(
+            (pool.driver, tuple((e.name, e.expression) for e in pool.preferred_extractors))))
         hit = self.results.get(key)
         if hit is None:
             configs = scoped_configs(self.claims[claim.key], alt.name, pool.driver,
@@ -106,8 +98,7 @@ class ExtractionMemo:
         # pods stamped from one template share them across cycles. Outcomes that carry
         # a message naming the claim (errors, no keys) are never shared.
         shared = self.shared
-        ckey = (_content_key(pool, scoped_parameters(claim, request, pool.driver, device_class))
-                if shared is not None else None)
+        ckey = content_key(pool, claim, request, device_class) if shared is not None else None
         if ckey is not None:
             hit = shared.get(ckey)  # type: ignore[union-attr]
             if hit is not None:
@@ -124,18 +115,36 @@ class ExtractionMemo:
 SHARED_MAX = 4096
 
 
-def _content_key(pool: PoolInfo, parameters: list[Any]) -> tuple[object, ...] | None:
-    """A hashable image of the configs' content, or None (then nothing is shared).
+def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
+                device_class: DeviceClass | None) -> tuple[object, ...] | None:
+    """The extractor set and the content of the configs in scope, as one hashable key
+    (None: the parameters are unusual, nothing is shared).
 
-    Scalars carry their type (``1``, ``1.0`` and ``true`` are equal in Python but
-    not to an extractor); object keys are sorted so key order does not matter."""
+    The same walk as :func:`_in_scope_configs`, written out: this runs for every
+    scheduling cycle, the labelled configs only on a miss."""
+    driver = pool.driver
+    parts: list[object] = [pool.extraction_token]
     try:
-        return (pool.driver, pool.extractor_set, tuple([_freeze(p) for p in parameters]))
+        if device_class is not None:
+            for cfg in device_class.spec.config:
+                op = cfg.opaque
+                if op is not None and op.driver == driver:
+                    parts.append(_freeze(op.parameters))
+        for ccfg in claim.spec.devices.config:
+            op = ccfg.opaque
+            if op is not None and op.driver == driver and (
+                    not ccfg.requests or in_scope(ccfg.requests, request)):
+                parts.append(_freeze(op.parameters))
     except (TypeError, RecursionError):
         return None
+    return tuple(parts)
 
 
 def _freeze(v: Any) -> Any:
+    """A hashable image of parameters in which scalars carry their type (``1``, ``1.0``
+    and ``true`` are equal in Python but not to an extractor, nor are ``0.0`` and
+    ``-0.0``); object keys are sorted so key order does not matter. Strings stand for
+    themselves, every other value is a tuple, so the image is unambiguous."""
     t = type(v)
     if t is str:
         return v
@@ -144,7 +153,14 @@ def _freeze(v: Any) -> Any:
         for k, x in v.items():
             if type(k) is not str:
                 raise TypeError("non-string object key")
-            items.append((k, _freeze(x)))
+            # scalars inline: flat configs are the common case
+            tx = type(x)
+            if tx is str:
+                items.append((k, x))
+            elif tx is int or tx is bool or x is None:
+                items.append((k, (tx, x)))
+            else:
+                items.append((k, _freeze(x)))
         items.sort()
         return (dict, tuple(items))
     if t is list:

@@ -55,7 +55,13 @@ from dra_affinity.api.resource import (
 from dra_affinity.cel import SELECTOR_ENV, CELError, OutcomeKind
 from dra_affinity.observe import reasons as R
 from dra_affinity.observe.events import Recorder
-from dra_affinity.observe.metrics import SchedulerMetrics
+from dra_affinity.observe.metrics import (
+    COMPATIBLE_REUSE,
+    EVALUATIONS,
+    LOCK_CONFLICT,
+    NO_KEYS,
+    SchedulerMetrics,
+)
 from dra_affinity.scheduler.extraction import ExtractionMemo, in_scope
 from dra_affinity.scheduler.freeindex import FreeIndex
 from dra_affinity.scheduler.nodeindex import NodeIndex, Verdicts
@@ -289,7 +295,7 @@ class Scheduler:
                     f"{after.reason if keys is not None else why} "
                     f"(claim {key}, request {r.request})", device=did)
             recorded.append((did, r.request, r.share_id))
-        self.metrics.evaluations.inc(memo.evaluations)
+        self.metrics.pending[EVALUATIONS] += memo.evaluations
         self._recorded[key] = recorded
 
     def _reconcile_pools(self) -> None:
@@ -335,7 +341,7 @@ class Scheduler:
                     k, w = self._derive_keys(claim, s.request, info, memo)
                     if k is None and not why:
                         why = f"claim {s.claim}: {w}"  # the first claim that cannot be derived
-                    self.metrics.evaluations.inc(memo.evaluations)
+                    self.metrics.pending[EVALUATIONS] += memo.evaluations
                 elif s.keys is not None:
                     k = s.keys  # tentative share of a cycle in flight: keep what Filter extracted
                 keysets.append(k)
@@ -673,14 +679,14 @@ class Scheduler:
         finally:
             self.last_filter_seconds = time.perf_counter() - t0
             self.metrics.filter_seconds.observe(self.last_filter_seconds)
-            # (zero increments skipped: each inc takes the metric's lock)
+            pending = self.metrics.pending
             if cyc.memo.evaluations:
-                self.metrics.evaluations.inc(cyc.memo.evaluations)
+                pending[EVALUATIONS] += cyc.memo.evaluations
                 cyc.memo.evaluations = 0
             if cyc.counters.lock_conflicts:
-                self.metrics.lock_conflict.inc(cyc.counters.lock_conflicts)
+                pending[LOCK_CONFLICT] += cyc.counters.lock_conflicts
             if cyc.counters.no_keys:
-                self.metrics.no_keys.inc(cyc.counters.no_keys)
+                pending[NO_KEYS] += cyc.counters.no_keys
             cyc.counters = Counters()
 
     # ================================================================== Reserve / Unreserve
@@ -798,7 +804,7 @@ class Scheduler:
         for s in cyc.chosen.shares:
             self.state.commit(s.device.id, s.claim)
             if s.reused_lock:
-                self.metrics.compatible_reuse.inc()
+                self.metrics.pending[COMPATIBLE_REUSE] += 1
         self.cluster.bind(cyc.pod, node, written)
         return out
 
