@@ -33,7 +33,7 @@ from dra_affinity.allocator.model import (
 from dra_affinity.api.quantity import Quantity
 from dra_affinity.cel import ExtractionResult, OutcomeKind
 from dra_affinity.observe import reasons as R
-from dra_affinity.scheduler.state import AffinityKeys, AffinityStatus, AllocatedState, Number
+from dra_affinity.scheduler.state import CLEAN, AffinityKeys, AffinityStatus, AllocatedState, Number
 
 # Upper bound on device placements tried per node and pod: backtracking is
 # exponential in the worst case, and a Filter call must always return.
@@ -374,8 +374,9 @@ class NodeAllocator:
         keys: AffinityKeys | None = None
         reused = False
         if d.gated and self.affinity_enabled:
-            st = self.state.affinity(d.id)
-            if st.status is AffinityStatus.UNRECONSTRUCTABLE:
+            st = self.state.affinity_states.get(d.id, CLEAN)
+            status = st.status
+            if status is AffinityStatus.UNRECONSTRUCTABLE:
                 self._reject(d, R.AFFINITY_UNRECONSTRUCTABLE,
                              lambda: f"device {d.id} has unknown affinity state due to legacy or invalid "
                              f"active claims ({st.reason})" if st.reason else
@@ -385,33 +386,35 @@ class NodeAllocator:
             res = self.extract(claim, alt, pi)
             if res.kind is not OutcomeKind.OK:
                 self._check_fatal(res, d, claim, alt)
-            if res.kind is OutcomeKind.NO_KEYS:
-                self._reject(d, R.AFFINITY_NO_KEYS,
-                             lambda: f"claim {claim.key} request {alt.name}: strict gating: not every "
-                             f"sharingAffinity extractor of pool {pi.driver}/{pi.name} (slices "
-                             f"{', '.join(pi.metadata_slices)}) produced a non-empty value: "
-                             f"{res.message} (device {d.id} filtered)")
-                return None
+                if res.kind is OutcomeKind.NO_KEYS:
+                    self._reject(d, R.AFFINITY_NO_KEYS,
+                                 lambda: f"claim {claim.key} request {alt.name}: strict gating: not every "
+                                 f"sharingAffinity extractor of pool {pi.driver}/{pi.name} (slices "
+                                 f"{', '.join(pi.metadata_slices)}) produced a non-empty value: "
+                                 f"{res.message} (device {d.id} filtered)")
+                    return None
             keys = res.keys
-            pending = self._p.keys.get(d.id)
+            picked = self._p.keys
+            pending = picked.get(d.id) if picked else None
             if pending is not None and pending != keys:
                 self._reject(d, R.AFFINITY_LOCK_MISMATCH,
                              lambda: f"device {d.id} is picked for another request of this pod with "
                              f"affinity {dict(pending)}, request {alt.name} needs {dict(keys)}")
                 return None
-            if claim.never_set_lock and st.status is AffinityStatus.CLEAN and pending is None:
-                self._reject(d, R.AFFINITY_NEVER_SET_LOCK,
-                             lambda: f"device {d.id} is clean and claim {claim.key} is NeverSetLock: "
-                             f"it may only join a device already locked to {dict(keys)}")
-                return None
-            if st.status is AffinityStatus.LOCKED:
-                if st.locked_affinity != keys:
+            if status is AffinityStatus.LOCKED:
+                lock = st.locked_affinity
+                if lock is not keys and lock != keys:  # (identity first: keys are shared)
                     self._reject(d, R.AFFINITY_LOCK_MISMATCH,
                                  lambda: f"device {d.id} is locked to incompatible affinity values "
                                  f"{st.lock_dict()}; claim {claim.key} request {alt.name} "
                                  f"needs {dict(keys)}")
                     return None
                 reused = True
+            elif claim.never_set_lock and pending is None:
+                self._reject(d, R.AFFINITY_NEVER_SET_LOCK,
+                             lambda: f"device {d.id} is clean and claim {claim.key} is NeverSetLock: "
+                             f"it may only join a device already locked to {dict(keys)}")
+                return None
         preferred = None
         if d.multi and pi.preferred_extractors and self.affinity_enabled:
             pref = getattr(self.extract, "preferred", None)

@@ -91,20 +91,22 @@ class FreeIndex:
             self._next_id += 1
         return i
 
-    def _move(self, pos: int, cat: int, delta: int) -> None:
-        for key in (cat, _ANY_ID):
-            k = (pos, key)
-            n = self.count.get(k, 0) + delta
-            if n:
-                self.count[k] = n
-            else:
-                self.count.pop(k, None)
+    def _move(self, pos: int, key: int, delta: int) -> None:
+        """Count one device of node ``pos`` in or out of category ``key``."""
+        k = (pos, key)
+        n = self.count.get(k, 0) + delta
+        if n:
+            self.count[k] = n
+        else:
+            self.count.pop(k, None)
+        if n == 1 and delta == 1:
             lst = self.by_category.get(key)
-            if n == 1 and delta == 1:
-                if lst is None:
-                    lst = self.by_category[key] = SortedList()
-                lst.add(pos)
-            elif n == 0 and lst is not None:
+            if lst is None:
+                lst = self.by_category[key] = SortedList()
+            lst.add(pos)
+        elif n == 0:
+            lst = self.by_category.get(key)
+            if lst is not None:
                 lst.discard(pos)
                 if not lst and key > _ANY_ID:
                     # no device has this lock value any more: forget its id
@@ -128,6 +130,12 @@ class FreeIndex:
             self.category[did] = new
         else:
             self.category.pop(did, None)
+        # ANY (room in any category) only changes when the device gains or loses room;
+        # a lock set or cleared on a device with room leaves it as it is.
+        if old is None:
+            self._move(pos, _ANY_ID, +1)
+        elif new is None:
+            self._move(pos, _ANY_ID, -1)
 
     def catch_up(self) -> None:
         changes = self.state.changes
@@ -137,27 +145,39 @@ class FreeIndex:
             self.seen = len(changes)
 
     # ------------------------------------------------------------------ queries
-    def candidates(self, keys: Iterable[Any] | None) -> Iterator[int]:
-        """Node positions, ascending, that may fit: clean/ungated room or room under one of
-        ``keys``; with ``keys`` None (extraction did not give keys) any node with room."""
+    def allowed(self, keys: Iterable[Any] | None) -> tuple[int, ...] | None:
+        """The categories a request with these lock ``keys`` may use, brought up to date
+        first: clean or ungated room, or room under one of ``keys``; None (extraction
+        gave no keys) means any device with room. Valid until the state next changes."""
         self.catch_up()
-        ids = [_ANY_ID] if keys is None else self._known([CLEAN, *set(keys)])
-        return _union([self.by_category[i] for i in ids if i in self.by_category])
-
-    def _known(self, cats: Iterable[Any]) -> list[int]:
-        ids = self._ids
-        return [ids[c] for c in cats if c in ids]
-
-    def devices_for(self, devices: Iterable[DeviceInfo], keys: list[Any] | None) -> list[DeviceInfo]:
-        """The node's devices that may take a request with these keys, in their order."""
-        cat = self.category
         if keys is None:
+            return None
+        ids = self._ids
+        return tuple([ids[c] for c in (CLEAN, *set(keys)) if c in ids])
+
+    def candidates_in(self, allowed: tuple[int, ...] | None) -> Iterator[int]:
+        """Node positions, ascending, with a device in one of the ``allowed`` categories."""
+        by = self.by_category
+        return _union([by[i] for i in ((_ANY_ID,) if allowed is None else allowed) if i in by])
+
+    def devices_in(self, devices: Iterable[DeviceInfo],
+                   allowed: tuple[int, ...] | None) -> list[DeviceInfo]:
+        """The node's devices in one of the ``allowed`` categories, in their order."""
+        cat = self.category
+        if allowed is None:
             return [d for d in devices if d.id in cat]
-        allowed = self._known([CLEAN, *keys])
         if len(allowed) == 1:
             only = allowed[0]
             return [d for d in devices if cat.get(d.id) == only]
         return [d for d in devices if cat.get(d.id) in allowed]
+
+    def candidates(self, keys: Iterable[Any] | None) -> Iterator[int]:
+        """Node positions, ascending, that may fit a request with these keys."""
+        return self.candidates_in(self.allowed(keys))
+
+    def _known(self, cats: Iterable[Any]) -> list[int]:
+        ids = self._ids
+        return [ids[c] for c in cats if c in ids]
 
     def locked_candidates(self, keys: Iterable[Any]) -> Iterator[int]:
         """Node positions, ascending, with room on a device locked to one of ``keys``."""

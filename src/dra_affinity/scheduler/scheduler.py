@@ -128,8 +128,8 @@ class _Cycle:
     counters: Counters = field(default_factory=Counters)
     chosen: NodeResult | None = None
     node_reasons: list[Reason] = field(default_factory=list)
-    # keys the free index was queried with (None: extraction gave no keys)
-    free_keys: list[Any] | None = None
+    # free-index categories this cycle may use (None: any, extraction gave no keys)
+    free_allowed: tuple[int, ...] | None = None
 
 
 class Scheduler:
@@ -515,8 +515,8 @@ class Scheduler:
                     break
                 assert keys is not None
                 keys.append(res.keys)
-        cyc.free_keys = keys
-        return index.candidates(keys)
+        cyc.free_allowed = allowed = index.allowed(keys)
+        return index.candidates_in(allowed)
 
     def _order_fn(self, cyc: _Cycle) -> Any:
         """Device order within a node: first-fit, unless scoring or preferred keys reorder."""
@@ -611,8 +611,8 @@ class Scheduler:
                         if free is not None:
                             # Only devices the index says can take the request (room, and
                             # clean or locked to the request's keys); same first viable one.
-                            devs = self.free_index().devices_for(
-                                snap.by_node.get(node, ()), cyc.free_keys)
+                            devs = self.free_index().devices_in(
+                                snap.by_node.get(node, ()), cyc.free_allowed)
                         res = self._filter_node(cyc, node, snap, state, devs)
                         results[node] = res
                         return res.ok
@@ -726,8 +726,9 @@ class Scheduler:
                 if st.status is AffinityStatus.UNRECONSTRUCTABLE:
                     return Reason(R.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
                                   cyc.chosen.node, d.id)
-                lock = st.locked_affinity if st.status is AffinityStatus.LOCKED else pending.get(d.id)
-                if lock is not None and lock != s.keys:
+                lock = st.locked_affinity if st.status is AffinityStatus.LOCKED else (
+                    pending.get(d.id) if pending else None)
+                if lock is not None and lock is not s.keys and lock != s.keys:
                     return Reason(R.RESERVE_CONFLICT,
                                   f"device {d.id} was locked to {dict(lock)} since Filter; "
                                   f"claim {s.claim} request {s.request} needs {dict(s.keys)}",

@@ -159,7 +159,7 @@ class AllocatedState:
         self._bump(device, lock_before, released=False)
 
     def _fold(self, device: DeviceID, share: Share) -> None:
-        st = self.affinity(device)
+        st = self.affinity_states.get(device, CLEAN)
         if st.status is AffinityStatus.UNRECONSTRUCTABLE:
             return
         if share.keys is None:
