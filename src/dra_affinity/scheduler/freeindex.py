@@ -152,8 +152,7 @@ class FreeIndex:
         self.catch_up()
         if keys is None:
             return None
-        ids = self._ids
-        return tuple([ids[c] for c in (CLEAN, *set(keys)) if c in ids])
+        return tuple(self._known((CLEAN, *set(keys))))
 
     def candidates_in(self, allowed: tuple[int, ...] | None) -> Iterator[int]:
         """Node positions, ascending, with a device in one of the ``allowed`` categories."""
@@ -170,10 +169,6 @@ class FreeIndex:
             only = allowed[0]
             return [d for d in devices if cat.get(d.id) == only]
         return [d for d in devices if cat.get(d.id) in allowed]
-
-    def candidates(self, keys: Iterable[Any] | None) -> Iterator[int]:
-        """Node positions, ascending, that may fit a request with these keys."""
-        return self.candidates_in(self.allowed(keys))
 
     def _known(self, cats: Iterable[Any]) -> list[int]:
         ids = self._ids
