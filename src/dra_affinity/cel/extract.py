@@ -208,3 +208,41 @@ def extract(
         evaluations,
         total_cost,
     )
+
+
+def object_fields(expressions: Sequence[str], var: str = "object") -> tuple[str, ...] | None:
+    """The top-level fields of ``var`` that the expressions can read, sorted; None when
+    they may look at more of it than named fields.
+
+    ``var`` is bound to a plain map and read lazily, so an expression that only ever
+    selects ``var.f``, tests ``has(var.f)`` or indexes ``var["f"]`` with a literal
+    depends on nothing but those fields' values (or absence). Any other use of the
+    variable (passed whole to a function or macro, compared, indexed by a computed
+    key, shadowed by a macro variable) gives None. Unparsable text gives None too.
+    """
+    from .ast import Comprehension, Const, Expr, Ident, Index, Select, children
+    from .parser import parse
+
+    fields: set[str] = set()
+    for text in expressions:
+        try:
+            stack: list[Expr] = [parse(text)]
+        except (CELCompileError, RecursionError):
+            return None
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Ident):
+                if e.name == var:
+                    return None  # the variable itself, not one of its fields
+                continue
+            if isinstance(e, Select) and isinstance(e.operand, Ident) and e.operand.name == var:
+                fields.add(e.field)
+                continue
+            if (isinstance(e, Index) and isinstance(e.operand, Ident) and e.operand.name == var
+                    and isinstance(e.index, Const) and type(e.index.value) is str):
+                fields.add(e.index.value)
+                continue
+            if isinstance(e, Comprehension) and e.var == var:
+                return None
+            stack.extend(children(e))
+    return tuple(sorted(fields))

@@ -22,6 +22,7 @@ from dra_affinity.allocator.allocator import ClaimSpec, RequestSpec
 from dra_affinity.allocator.model import PoolInfo
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.cel import ConfigObject, ExtractionResult, OutcomeKind, extract
+from dra_affinity.cel.extract import object_fields
 
 
 def in_scope(config_requests: list[str], request: str) -> bool:
@@ -120,24 +121,74 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
     """The extractor set and the content of the configs in scope, as one hashable key
     (None: the parameters are unusual, nothing is shared).
 
-    The same walk as :func:`_in_scope_configs`, written out: this runs for every
-    scheduling cycle, the labelled configs only on a miss."""
+    When the extractors only read named top-level fields of ``object``
+    (:func:`object_fields`), a config's content is just those fields: configs that
+    differ elsewhere (an MTU, a label) extract the same keys, and hashing a few
+    strings is cheaper than the whole config. The same walk as
+    :func:`_in_scope_configs`, written out: this runs for every scheduling cycle,
+    the labelled configs only on a miss."""
     driver = pool.driver
-    parts: list[object] = [pool.extraction_token]
+    token = pool.extraction_token
+    fields = _PROJECTIONS.get(token, _UNKNOWN)
+    if fields is _UNKNOWN:
+        fields = _projection(token, pool)
+    parts: list[object] = [token]
     try:
         if device_class is not None:
             for cfg in device_class.spec.config:
                 op = cfg.opaque
                 if op is not None and op.driver == driver:
-                    parts.append(_freeze(op.parameters))
+                    parts.append(_image(op.parameters, fields))
         for ccfg in claim.spec.devices.config:
             op = ccfg.opaque
-            if op is not None and op.driver == driver and (
-                    not ccfg.requests or in_scope(ccfg.requests, request)):
-                parts.append(_freeze(op.parameters))
+            if op is None or op.driver != driver:
+                continue
+            reqs = ccfg.requests
+            if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
+                continue
+            params = op.parameters
+            if fields is not None and type(params) is dict:
+                # _image's common case inline: this runs once per scheduling cycle
+                values = tuple(map(params.get, fields))
+                if {*map(type, values)} <= _STR_ONLY:
+                    parts.append(values)
+                    continue
+            parts.append(_image(params, fields))
     except (TypeError, RecursionError):
         return None
     return tuple(parts)
+
+
+# Fields the extractor set reads, by extraction token (None: the whole config counts).
+_PROJECTIONS: dict[str, tuple[str, ...] | None] = {}
+_STR_ONLY = frozenset({str})
+# Marks a projected image with a missing or non-string field; never equal to a
+# _freeze image (those are strings or tuples that start with a type).
+_PROJECTED = ("projected",)
+_ABSENT = ("absent",)
+_UNKNOWN: Any = object()
+
+
+def _projection(token: str, pool: PoolInfo) -> tuple[str, ...] | None:
+    try:
+        return _PROJECTIONS[token]
+    except KeyError:
+        pass
+    fields = object_fields([e.expression for e in pool.extractors])
+    if len(_PROJECTIONS) >= SHARED_MAX:
+        _PROJECTIONS.clear()
+    _PROJECTIONS[token] = fields
+    return fields
+
+
+def _image(params: Any, fields: tuple[str, ...] | None) -> Any:
+    """What of ``params`` an extraction with these ``fields`` can depend on."""
+    if fields is None or type(params) is not dict:
+        return _freeze(params)
+    values = tuple(map(params.get, fields))
+    if {*map(type, values)} <= _STR_ONLY:
+        return values  # every field present and a string: the common case, as is
+    return (_PROJECTED, *(_freeze(params[f]) if f in params else _ABSENT for f in fields))
 
 
 def _freeze(v: Any) -> Any:
