@@ -2,7 +2,10 @@
 
 Only scheduling decisions are timed (PreFilter through Bind in the scheduler);
 creating the pods and claims through the API server is not. Each variant runs
-in its own process so its peak memory (max RSS) is its own.
+in its own process so its peak memory (max RSS) is its own. The two variants
+of one comparison run in lockstep: their processes take turns, a chunk of
+attempts at a time, so load from elsewhere on the machine, which comes and goes
+over seconds, falls on both alike instead of on whichever ran at the time.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import resource
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -48,8 +52,15 @@ def _percentile(values: list[float], p: float) -> float:
     return v[k]
 
 
-def run_fill(spec: WorkloadSpec) -> dict[str, Any]:
-    """Run one variant in this process; returns its figures."""
+LOCKSTEP_CHUNK = 500  # attempts per turn: long enough to amortise a cold cache, short against noise
+
+
+def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
+             chunk: int = LOCKSTEP_CHUNK) -> dict[str, Any]:
+    """Run one variant in this process; returns its figures.
+
+    ``pause``, if given, is called once the cluster is built and then after every
+    ``chunk`` attempts, outside the timed region (lockstep runs hand the turn over)."""
     gc.collect()
     t_build = time.perf_counter()
     cluster = build_cluster(spec)
@@ -76,6 +87,8 @@ def run_fill(spec: WorkloadSpec) -> dict[str, Any]:
     gen = stream(spec)
     ev = next(gen)
     slots_of: dict[str, int] = {}
+    if pause is not None:
+        pause()
     while used < target and (spec.max_pods is None or attempts < spec.max_pods):
         if isinstance(ev, Arrival):
             claim, pod = pod_objects(ev.pod, ev.value)
@@ -102,6 +115,8 @@ def run_fill(spec: WorkloadSpec) -> dict[str, Any]:
                 cluster.delete("Pod", key)
                 cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
             ev = gen.send(ok)
+            if pause is not None and attempts % chunk == 0:
+                pause()
         else:
             cluster.delete("Pod", f"default/{ev.pod}")
             used -= slots_of.pop(ev.pod, 0)
@@ -155,6 +170,62 @@ def run_isolated(spec: WorkloadSpec) -> dict[str, Any]:
     return payload
 
 
+def _lockstep_child(spec: WorkloadSpec, conn: Any, chunk: int) -> None:
+    def pause() -> None:
+        conn.send(("pause", None))
+        conn.recv()
+
+    try:
+        conn.send(("ok", run_fill(spec, pause, chunk)))
+    except BaseException as e:  # report, never hang the parent
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def run_lockstep(specs: list[WorkloadSpec], chunk: int = LOCKSTEP_CHUNK) -> list[dict[str, Any]]:
+    """Run the variants in their own processes (own peak RSS), taking turns: one runs
+    ``chunk`` attempts while the others wait, so all see the same machine conditions.
+    Clusters are built concurrently (untimed); then turns go round until all finish."""
+    ctx: Any = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    conns, procs = [], []
+    for spec in specs:
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_lockstep_child, args=(spec, child, chunk))
+        p.start()
+        child.close()
+        conns.append(parent)
+        procs.append(p)
+    results: list[dict[str, Any] | None] = [None] * len(specs)
+
+    def receive(i: int) -> bool:
+        """The next message of variant ``i``; True once it is done."""
+        try:
+            status, payload = conns[i].recv()
+        except EOFError:
+            raise RuntimeError(f"benchmark process {i} exited without a result") from None
+        if status == "error":
+            raise RuntimeError(payload)
+        if status == "ok":
+            results[i] = payload
+            return True
+        return False
+
+    try:
+        active = [i for i in range(len(specs)) if not receive(i)]  # set-up done
+        while active:
+            for i in list(active):
+                conns[i].send("go")
+                if receive(i):
+                    active.remove(i)
+    finally:
+        for p in procs:
+            if p.is_alive() and any(r is None for r in results):
+                p.terminate()
+            p.join()
+    return [r for r in results if r is not None]
+
+
 def lock_state_bytes(devices: int = 1000, keys: int = 2) -> int:
     """Bytes held by AffinityStates for ``devices`` locked devices (tracemalloc)."""
     from dra_affinity.scheduler.state import AffinityState, AffinityStatus
@@ -176,10 +247,15 @@ def bench(spec: WorkloadSpec, *, scaling: bool = False, isolated: bool = True,
           scaling_nodes: tuple[int, ...] = (500, 1000, 2000, 5000),
           scaling_devices: tuple[int, ...] = (4, 8, 32), scaling_pods: int = 5000) -> dict[str, Any]:
     run = run_isolated if isolated else run_fill
-    with_aff = run(replace(spec, affinity=True))
-    without = run(replace(spec, affinity=False))
+    variants = [replace(spec, affinity=True), replace(spec, affinity=False)]
+    if isolated:
+        with_aff, without = run_lockstep(variants)
+    else:
+        with_aff, without = (run_fill(v) for v in variants)
     out: dict[str, Any] = {
-        "workload": {**spec.as_dict(), "totalSlots": spec.total_slots},
+        "workload": {**spec.as_dict(), "totalSlots": spec.total_slots,
+                     "mode": f"lockstep, {LOCKSTEP_CHUNK} attempts per turn" if isolated
+                     else "sequential, one process"},
         "withAffinity": with_aff,
         "withoutAffinity": without,
         "overheadRatio": round(with_aff["podsPerSecond"] / without["podsPerSecond"], 3)

@@ -1,0 +1,62 @@
+"""Lockstep runs: variants take turns in their own processes; figures other than time
+are those of a plain run, failures are reported, never hung on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dra_affinity.bench import throughput
+from dra_affinity.bench.throughput import run_fill, run_lockstep
+from dra_affinity.sim.workload import WorkloadSpec
+
+SPEC = WorkloadSpec(nodes=6, devices_per_node=2, values=4, seed=2, fill=0.6)
+COUNTS = ("attempts", "scheduled", "unschedulable", "deletions", "finalFill", "lockedDevices",
+          "extractorEvaluations")
+
+
+def test_lockstep_gives_the_figures_of_plain_runs() -> None:
+    variants = [replace(SPEC, affinity=True), replace(SPEC, affinity=False)]
+    stepped = run_lockstep(variants, chunk=7)
+    plain = [run_fill(v) for v in variants]
+    for s, p in zip(stepped, plain, strict=True):
+        assert {k: s[k] for k in COUNTS} == {k: p[k] for k in COUNTS}
+    assert stepped[0]["lockedDevices"] > 0 and stepped[1]["lockedDevices"] == 0
+
+
+def test_variants_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "turns"
+
+    def fake(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
+             chunk: int = 1) -> dict[str, Any]:
+        assert pause is not None
+        pause()  # set-up done
+        for turn in range(3 if spec.affinity else 5):
+            with log.open("a") as f:
+                f.write(f"{'A' if spec.affinity else 'B'}{turn}\n")
+            pause()
+        return {"variant": spec.affinity}
+
+    monkeypatch.setattr(throughput, "run_fill", fake)
+    out = run_lockstep([replace(SPEC, affinity=True), replace(SPEC, affinity=False)])
+    assert out == [{"variant": True}, {"variant": False}]
+    # one turn each while both run, then the longer one alone
+    assert log.read_text().split() == ["A0", "B0", "A1", "B1", "A2", "B2", "B3", "B4"]
+
+
+def test_a_failing_variant_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
+             chunk: int = 1) -> dict[str, Any]:
+        if not spec.affinity:
+            raise ValueError("baseline broke")
+        assert pause is not None
+        pause()
+        return {}
+
+    monkeypatch.setattr(throughput, "run_fill", fake)
+    with pytest.raises(RuntimeError, match="ValueError: baseline broke"):
+        run_lockstep([replace(SPEC, affinity=True), replace(SPEC, affinity=False)])
