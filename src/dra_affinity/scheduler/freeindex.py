@@ -16,13 +16,14 @@ other paths).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sortedcontainers import SortedList
 
 from dra_affinity.allocator.model import DeviceInfo
 from dra_affinity.scheduler.snapshot import Snapshot
+from dra_affinity.scheduler.state import CLEAN as CLEAN_STATE
 from dra_affinity.scheduler.state import AffinityStatus, AllocatedState
 
 CLEAN: Any = ("",)  # category of clean or ungated devices with room
@@ -76,7 +77,7 @@ class FreeIndex:
         if caps and all(used.get(n, 0) >= c.value.num for n, c in caps.items()):
             return None  # full: no positive request fits
         if d.gated and self.affinity_enabled:
-            a = st.affinity(d.id)
+            a = st.affinity_states.get(d.id, CLEAN_STATE)
             if a.status is AffinityStatus.UNRECONSTRUCTABLE:
                 return None
             if a.status is AffinityStatus.LOCKED:
@@ -145,14 +146,17 @@ class FreeIndex:
             self.seen = len(changes)
 
     # ------------------------------------------------------------------ queries
-    def allowed(self, keys: Iterable[Any] | None) -> tuple[int, ...] | None:
+    def allowed(self, keys: Sequence[Any] | None) -> tuple[int, ...] | None:
         """The categories a request with these lock ``keys`` may use, brought up to date
         first: clean or ungated room, or room under one of ``keys``; None (extraction
         gave no keys) means any device with room. Valid until the state next changes."""
         self.catch_up()
         if keys is None:
             return None
-        return tuple(self._known((CLEAN, *set(keys))))
+        if len(keys) == 1:  # one extractor set among the pools: the common case
+            i = self._ids.get(keys[0])
+            return (_CLEAN_ID,) if i is None or i == _CLEAN_ID else (_CLEAN_ID, i)
+        return tuple(self._known({CLEAN: None, **dict.fromkeys(keys)}))
 
     def candidates_in(self, allowed: tuple[int, ...] | None) -> Iterator[int]:
         """Node positions, ascending, with a device in one of the ``allowed`` categories."""
