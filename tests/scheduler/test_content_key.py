@@ -146,12 +146,21 @@ def test_projected_absent_and_odd_values_stay_apart(a: Any, b: Any) -> None:
     assert key(a, PROJECTED) != key(b, PROJECTED)
 
 
+def test_projected_values_containing_the_separator_stay_apart() -> None:
+    two = PoolInfo(DRIVER, "pool", 1, True, (Extractor("k", 'object.x + "/" + object.y'),), ("meta",))
+    assert key({"x": "a\x00b", "y": "c"}, two) != key({"x": "a", "y": "b\x00c"}, two)
+    assert key({"x": "a\x00", "y": ""}, two) != key({"x": "a", "y": "\x00"}, two)
+    assert key({"x": "a", "y": "b"}, two) == key({"y": "b", "x": "a", "z": 1}, two)
+
+
 def test_non_map_parameters_use_the_whole_content() -> None:
     assert key(["x", "a"], PROJECTED) != key(["x", "b"], PROJECTED)
     assert key("x", PROJECTED) != key(("x",), PROJECTED)
+    # a string config is not a map whose one read field is that string
+    assert key("a", PROJECTED) != key({"x": "a"}, PROJECTED)
 
 
-_leaf = st.one_of(st.sampled_from(["", "a", "b", "1"]), st.integers(-1, 1), st.booleans(),
+_leaf = st.one_of(st.sampled_from(["", "a", "b", "1", "\x00", "a\x00"]), st.integers(-1, 1), st.booleans(),
                   st.none(), st.sampled_from([0.0, -0.0, 1.0]))
 _value = st.recursive(_leaf, lambda c: st.lists(c, max_size=2)
                       | st.dictionaries(st.sampled_from(["x", "y"]), c, max_size=2), max_leaves=4)

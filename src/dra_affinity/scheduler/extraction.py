@@ -148,10 +148,15 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
                 continue
             params = op.parameters
             if fields is not None and type(params) is dict:
-                # _image's common case inline: this runs once per scheduling cycle
-                values = tuple(map(params.get, fields))
-                if {*map(type, values)} <= _STR_ONLY:
-                    parts.append(values)
+                # _image's common case inline (this runs once per scheduling cycle): every
+                # field a string, joined; join raises on an absent or non-string field.
+                try:
+                    get: Any = params.get
+                    joined = _SEP.join(map(get, fields))
+                except TypeError:
+                    joined = None
+                if joined is not None and joined.count(_SEP) == len(fields) - 1:
+                    parts.append(joined)
                     continue
             parts.append(_image(params, fields))
     except (TypeError, RecursionError):
@@ -161,10 +166,13 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
 
 # Fields the extractor set reads, by extraction token (None: the whole config counts).
 _PROJECTIONS: dict[str, tuple[str, ...] | None] = {}
-_STR_ONLY = frozenset({str})
-# Marks a projected image with a missing or non-string field; never equal to a
-# _freeze image (those are strings or tuples that start with a type).
+# Images under a projection: the fields' values joined by _SEP when all are strings
+# without it (one string to hash and compare), else a tuple marked _PROJECTED, or
+# the whole content marked _WHOLE when the parameters are not a map. The three
+# shapes never equal each other.
+_SEP = "\x00"
 _PROJECTED = ("projected",)
+_WHOLE = ("whole",)
 _ABSENT = ("absent",)
 _UNKNOWN: Any = object()
 
@@ -183,11 +191,12 @@ def _projection(token: str, pool: PoolInfo) -> tuple[str, ...] | None:
 
 def _image(params: Any, fields: tuple[str, ...] | None) -> Any:
     """What of ``params`` an extraction with these ``fields`` can depend on."""
-    if fields is None or type(params) is not dict:
+    if fields is None:
         return _freeze(params)
-    values = tuple(map(params.get, fields))
-    if {*map(type, values)} <= _STR_ONLY:
-        return values  # every field present and a string: the common case, as is
+    if type(params) is not dict:
+        return (_WHOLE, _freeze(params))
+    if fields and all(type(params.get(f)) is str and _SEP not in params[f] for f in fields):
+        return _SEP.join(params[f] for f in fields)
     return (_PROJECTED, *(_freeze(params[f]) if f in params else _ABSENT for f in fields))
 
 
