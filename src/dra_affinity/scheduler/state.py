@@ -48,6 +48,7 @@ class AffinityState:
 
 
 CLEAN = AffinityState()
+LOCKED_STATES_MAX = 65536
 _EMPTY: Mapping[str, Number] = {}
 
 
@@ -102,6 +103,9 @@ class AllocatedState:
         self.device_version: dict[DeviceID, int] = {}
         self.lock_version: dict[DeviceID, int] = {}
         self.release_version: dict[DeviceID, int] = {}
+        # One Locked state per distinct keys: it is immutable, so devices locked alike
+        # share it instead of each holding a copy.
+        self._locked: dict[AffinityKeys, AffinityState] = {}
 
     # -- reads ------------------------------------------------------------------
     def affinity(self, device: DeviceID) -> AffinityState:
@@ -170,8 +174,13 @@ class AllocatedState:
             )
             return
         if st.status is AffinityStatus.CLEAN:
-            self.affinity_states[device] = AffinityState(AffinityStatus.LOCKED, share.keys)
-        elif st.locked_affinity != share.keys:
+            locked = self._locked.get(share.keys)
+            if locked is None:
+                if len(self._locked) >= LOCKED_STATES_MAX:
+                    self._locked.clear()
+                locked = self._locked[share.keys] = AffinityState(AffinityStatus.LOCKED, share.keys)
+            self.affinity_states[device] = locked
+        elif st.locked_affinity is not share.keys and st.locked_affinity != share.keys:
             # Callers never add a mismatching share knowingly; reaching here means
             # the data disagrees (restart over inconsistent claims): fail closed.
             self.affinity_states[device] = AffinityState(
