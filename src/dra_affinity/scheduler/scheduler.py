@@ -66,6 +66,7 @@ from dra_affinity.scheduler.extraction import ExtractionMemo, in_scope
 from dra_affinity.scheduler.freeindex import FreeIndex
 from dra_affinity.scheduler.nodeindex import NodeIndex, Verdicts
 from dra_affinity.scheduler.snapshot import Snapshot
+from dra_affinity.scheduler.state import CLEAN as CLEAN_STATE
 from dra_affinity.scheduler.state import (
     AffinityState,
     AffinityStatus,
@@ -697,6 +698,7 @@ class Scheduler:
         shares = cyc.chosen.shares
         pending: dict[str, tuple[tuple[str, str], ...]] = {}
         extra: dict[str, dict[str, Number]] = {}
+        affinity_states = self.state.affinity_states
         for s in shares:
             d = s.device
             if d.id not in snap.devices:
@@ -722,7 +724,7 @@ class Scheduler:
                 for n, q in s.consumed:
                     ex[n] = ex.get(n, 0) + q.num
             if s.keys is not None:
-                st = self.state.affinity(d.id)
+                st = affinity_states.get(d.id, CLEAN_STATE)
                 if st.status is AffinityStatus.UNRECONSTRUCTABLE:
                     return Reason(R.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
                                   cyc.chosen.node, d.id)
