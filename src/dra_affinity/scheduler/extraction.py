@@ -69,22 +69,12 @@ class ExtractionMemo:
     # The scheduler's cross-cycle cache of successful extractions by content (or None).
     shared: dict[tuple[object, ...], ExtractionResult] | None = None
 
-    # The last lookup: Filter asks again for the request it just asked about (the free
-    # index, then the allocator for the device), so identity checks answer most calls.
-    _last: tuple[ClaimSpec, RequestSpec, str, ExtractionResult] | None = field(
-        default=None, init=False, repr=False)
-
     def __call__(self, claim: ClaimSpec, alt: RequestSpec, pool: PoolInfo) -> ExtractionResult:
-        token = pool.extraction_token
-        last = self._last
-        if last is not None and last[1] is alt and last[2] is token and last[0] is claim:
-            return last[3]
-        key = (claim.key, alt.name, token)
+        key = (claim.key, alt.name, pool.extraction_token)
         res = self.results.get(key)
         if res is None:
             res = self.results[key] = self.evaluate(self.claims[claim.key], alt.name,
                                                     alt.class_name, pool)
-        self._last = (claim, alt, token, res)
         return res
 
     def preferred(self, claim: ClaimSpec, alt: RequestSpec,
