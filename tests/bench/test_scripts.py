@@ -1,0 +1,29 @@
+"""The measurement scripts under benchmarks/ keep running (tiny workloads)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def script(name: str, *args: str) -> dict[str, object]:
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert isinstance(out, dict)
+    return out
+
+
+def test_interleaved_and_its_knock_out() -> None:
+    normal = script("interleaved.py", "--nodes", "10", "--pods", "60")
+    knocked = script("interleaved.py", "--nodes", "10", "--pods", "60", "--precomputed-extraction")
+    assert normal["attempts"] == knocked["attempts"] == 60
+    for out in (normal, knocked):
+        assert isinstance(out["withAffinityPodsPerSecond"], float) and out["withAffinityPodsPerSecond"] > 0
+        assert isinstance(out["overheadRatio"], float) and out["overheadRatio"] > 0
+    assert knocked["precomputedExtraction"] is True and normal["precomputedExtraction"] is False
