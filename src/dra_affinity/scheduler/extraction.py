@@ -177,10 +177,7 @@ _UNKNOWN: Any = object()
 
 
 def _projection(token: str, pool: PoolInfo) -> tuple[str, ...] | None:
-    try:
-        return _PROJECTIONS[token]
-    except KeyError:
-        pass
+    """Work out (once per extractor set) and remember which fields the set reads."""
     fields = object_fields([e.expression for e in pool.extractors])
     if len(_PROJECTIONS) >= SHARED_MAX:
         _PROJECTIONS.clear()
