@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
+from ._run import run_json
+
 
 def run(*args: str) -> dict[str, object]:
-    p = subprocess.run([sys.executable, "-m", "dra_affinity", "bench", *args, "--output", "json"],
-                       capture_output=True, text=True, timeout=300, check=False)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
-    assert isinstance(out, dict)
-    return out
+    return run_json([sys.executable, "-m", "dra_affinity", "bench", *args, "--output", "json"])
 
 
 def test_bench_json_interface() -> None:

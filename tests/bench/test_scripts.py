@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
+
+from ._run import run_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def script(name: str, *args: str) -> dict[str, object]:
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args],
-                       capture_output=True, text=True, timeout=300, check=False)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
-    assert isinstance(out, dict)
-    return out
+    return run_json([sys.executable, str(ROOT / "benchmarks" / name), *args])
 
 
 def test_interleaved_and_its_knock_out() -> None:

@@ -145,19 +145,7 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
             reqs = ccfg.requests
             if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
                 continue
-            params = op.parameters
-            if fields is not None and type(params) is dict:
-                # _image's common case inline (this runs once per scheduling cycle): every
-                # field a string, joined; join raises on an absent or non-string field.
-                try:
-                    get: Any = params.get
-                    joined = _SEP.join(map(get, fields))
-                except TypeError:
-                    joined = None
-                if joined is not None and joined.count(_SEP) == len(fields) - 1:
-                    parts.append(joined)
-                    continue
-            parts.append(_image(params, fields))
+            parts.append(_image(op.parameters, fields))
     except (TypeError, RecursionError):
         return None
     return tuple(parts)
@@ -191,8 +179,16 @@ def _image(params: Any, fields: tuple[str, ...] | None) -> Any:
         return _freeze(params)
     if type(params) is not dict:
         return (_WHOLE, _freeze(params))
-    if fields and all(type(params.get(f)) is str and _SEP not in params[f] for f in fields):
-        return _SEP.join(params[f] for f in fields)
+    # The common case: every field a string, joined (join raises on an absent or
+    # non-string field; a value holding the separator itself is not joined).
+    get: Any = params.get
+    try:
+        joined = _SEP.join(map(get, fields))
+    except TypeError:
+        pass
+    else:
+        if fields and joined.count(_SEP) == len(fields) - 1:
+            return joined
     return (_PROJECTED, *(_freeze(params[f]) if f in params else _ABSENT for f in fields))
 
 
