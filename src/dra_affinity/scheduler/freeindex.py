@@ -16,10 +16,9 @@ other paths).
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
-
-from sortedcontainers import SortedList
 
 from dra_affinity.allocator.model import DeviceInfo
 from dra_affinity.scheduler.snapshot import Snapshot
@@ -50,7 +49,10 @@ class FreeIndex:
         self._next_id = 2
         self.category: dict[str, int] = {}
         self.count: dict[tuple[int, int], int] = {}
-        self.by_category: dict[int, SortedList] = {}
+        # Plain sorted lists: at most one entry per node, so an insert or delete is one
+        # bisect and one memmove in C, cheaper up to ~10^5 nodes than a SortedList's
+        # bookkeeping in Python, and lock categories come and go often (one per value).
+        self.by_category: dict[int, list[int]] = {}
         self.seen = len(state.changes)
         if self.usable:
             for did in self.devices:
@@ -103,12 +105,15 @@ class FreeIndex:
         if n == 1 and delta == 1:
             lst = self.by_category.get(key)
             if lst is None:
-                lst = self.by_category[key] = SortedList()
-            lst.add(pos)
+                self.by_category[key] = [pos]
+            else:
+                insort(lst, pos)
         elif n == 0:
             lst = self.by_category.get(key)
             if lst is not None:
-                lst.discard(pos)
+                i = bisect_left(lst, pos)
+                if i < len(lst) and lst[i] == pos:
+                    del lst[i]
                 if not lst and key > _ANY_ID:
                     # no device has this lock value any more: forget its id
                     del self.by_category[key]
@@ -184,7 +189,7 @@ class FreeIndex:
         return _union([self.by_category[i] for i in self._known(set(keys)) if i in self.by_category])
 
 
-def _union(lists: list[SortedList]) -> Iterator[int]:
+def _union(lists: list[list[int]]) -> Iterator[int]:
     """Ascending positions in any of the sorted lists, each once.
 
     Callers usually stop at the first candidate, and there are few lists (clean and
@@ -198,7 +203,7 @@ def _union(lists: list[SortedList]) -> Iterator[int]:
     return _walk(lists)
 
 
-def _walk2(a: SortedList, b: SortedList) -> Iterator[int]:
+def _walk2(a: list[int], b: list[int]) -> Iterator[int]:
     """The common case: clean devices and one lock value."""
     ia, ib = iter(a), iter(b)
     x, y = next(ia, None), next(ib, None)
@@ -218,7 +223,7 @@ def _walk2(a: SortedList, b: SortedList) -> Iterator[int]:
         yield from it
 
 
-def _walk(lists: list[SortedList]) -> Iterator[int]:
+def _walk(lists: list[list[int]]) -> Iterator[int]:
     its = [iter(lst) for lst in lists]
     heads = [next(it, None) for it in its]
     while True:
