@@ -153,6 +153,25 @@ def test_projected_values_containing_the_separator_stay_apart() -> None:
     assert key({"x": "a", "y": "b"}, two) == key({"y": "b", "x": "a", "z": 1}, two)
 
 
+TWO = PoolInfo(DRIVER, "pool", 1, True,
+               (Extractor("k", 'string(object.x) + "/" + string(object.y)'),), ("meta",))
+
+
+@pytest.mark.parametrize("a, b", [
+    ({"x": 1, "y": "a"}, {"x": 1.0, "y": "a"}),
+    ({"x": 1, "y": "a"}, {"x": True, "y": "a"}),
+    ({"x": "1", "y": "a"}, {"x": 1, "y": "a"}),
+    ({"x": 0.0, "y": "a"}, {"x": -0.0, "y": "a"}),
+    ({"x": "a", "y": "b"}, {"x": "a", "y": ["b"]}),
+    ({"x": "a"}, {"x": "a", "y": None}),
+])
+def test_several_fields_keep_types_and_absence_apart(a: Any, b: Any) -> None:
+    # Strings are read as a plain tuple; values Python thinks equal but an extractor
+    # may not (1, 1.0, true) must still key apart, as must an absent field.
+    assert key(a, TWO) != key(b, TWO)
+    assert key(a, TWO) == key(dict(reversed(list(a.items())), z=0), TWO)
+
+
 def test_non_map_parameters_use_the_whole_content() -> None:
     assert key(["x", "a"], PROJECTED) != key(["x", "b"], PROJECTED)
     assert key("x", PROJECTED) != key(("x",), PROJECTED)

@@ -14,9 +14,10 @@ extractor set, however many devices and pools share that set.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from dra_affinity.allocator.allocator import ClaimSpec, RequestSpec
 from dra_affinity.allocator.model import PoolInfo
@@ -128,16 +129,16 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
     the labelled configs only on a miss."""
     driver = pool.driver
     token = pool.extraction_token
-    fields = _PROJECTIONS.get(token, _UNKNOWN)
-    if fields is _UNKNOWN:
-        fields = _projection(token, pool)
+    proj = _PROJECTIONS.get(token)
+    if proj is None:
+        proj = _projection(token, pool)
     parts: list[object] = [token]
     try:
         if device_class is not None:
             for cfg in device_class.spec.config:
                 op = cfg.opaque
                 if op is not None and op.driver == driver:
-                    parts.append(_image(op.parameters, fields))
+                    parts.append(_image(op.parameters, proj))
         for ccfg in claim.spec.devices.config:
             op = ccfg.opaque
             if op is None or op.driver != driver:
@@ -145,50 +146,66 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
             reqs = ccfg.requests
             if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
                 continue
-            parts.append(_image(op.parameters, fields))
+            parts.append(_image(op.parameters, proj))
     except (TypeError, RecursionError):
         return None
     return tuple(parts)
 
 
-# Fields the extractor set reads, by extraction token (None: the whole config counts).
-_PROJECTIONS: dict[str, tuple[str, ...] | None] = {}
-# Images under a projection: the fields' values joined by _SEP when all are strings
-# without it (one string to hash and compare), else a tuple marked _PROJECTED, or
-# the whole content marked _WHOLE when the parameters are not a map. The three
-# shapes never equal each other.
-_SEP = "\x00"
+class _Projection(NamedTuple):
+    """What of a config an extractor set reads: ``fields`` (None: all of it) and a
+    C-level getter of their values (None when there are no fields)."""
+
+    fields: tuple[str, ...] | None
+    get: Callable[[dict[str, Any]], Any] | None
+
+
+# By extraction token, worked out once per extractor set.
+_PROJECTIONS: dict[str, _Projection] = {}
+# Images under a projection: the fields' value when there is one field and it is a
+# string, or the tuple of their values when there are several and all are strings
+# (the common case: one C call to read them, a few string hashes); otherwise a tuple
+# marked _PROJECTED (absent fields marked _ABSENT, other values frozen), or the whole
+# content marked _WHOLE when the parameters are not a map. A marked tuple starts with
+# a tuple and a plain one with a string, so the shapes never equal each other.
 _PROJECTED = ("projected",)
 _WHOLE = ("whole",)
 _ABSENT = ("absent",)
-_UNKNOWN: Any = object()
 
 
-def _projection(token: str, pool: PoolInfo) -> tuple[str, ...] | None:
+def _projection(token: str, pool: PoolInfo) -> _Projection:
     """Work out (once per extractor set) and remember which fields the set reads."""
     fields = object_fields([e.expression for e in pool.extractors])
+    proj = _Projection(fields, itemgetter(*fields) if fields else None)
     if len(_PROJECTIONS) >= SHARED_MAX:
         _PROJECTIONS.clear()
-    _PROJECTIONS[token] = fields
-    return fields
+    _PROJECTIONS[token] = proj
+    return proj
 
 
-def _image(params: Any, fields: tuple[str, ...] | None) -> Any:
-    """What of ``params`` an extraction with these ``fields`` can depend on."""
+def _image(params: Any, proj: _Projection) -> Any:
+    """What of ``params`` an extraction under this projection can depend on."""
+    fields, get = proj
     if fields is None:
         return _freeze(params)
     if type(params) is not dict:
         return (_WHOLE, _freeze(params))
-    # The common case: every field a string, joined (join raises on an absent or
-    # non-string field; a value holding the separator itself is not joined).
-    get: Any = params.get
-    try:
-        joined = _SEP.join(map(get, fields))
-    except TypeError:
-        pass
-    else:
-        if fields and joined.count(_SEP) == len(fields) - 1:
-            return joined
+    if get is not None:
+        try:
+            img = get(params)  # KeyError: a field is absent
+        except KeyError:
+            pass
+        else:
+            if len(fields) == 1:
+                if type(img) is str:
+                    return img
+            else:
+                try:
+                    "".join(img)  # TypeError unless every value is a string
+                except TypeError:
+                    pass
+                else:
+                    return img
     return (_PROJECTED, *(_freeze(params[f]) if f in params else _ABSENT for f in fields))
 
 
