@@ -3,6 +3,7 @@ affinity with machine noise cancelled as far as it can be, and where it goes.
 
     python benchmarks/interleaved.py [--nodes 1000] [--pods 15000]
     python benchmarks/interleaved.py --precomputed-extraction   # knock-out, see below
+    python benchmarks/interleaved.py --no-gc   # cyclic GC off: what collections cost
 
 Prints pods/s of each variant (CPU time of ``Scheduler.schedule``), their ratio and
 the extra microseconds per pod with affinity. ``--precomputed-extraction`` is a
@@ -36,6 +37,8 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=15000, help="attempts per variant (at most)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--precomputed-extraction", action="store_true")
+    ap.add_argument("--no-gc", action="store_true",
+                    help="disable the cyclic garbage collector while scheduling (a measurement)")
     args = ap.parse_args()
 
     precomputed: dict[str, ExtractionResult] = {}
@@ -59,6 +62,8 @@ def main() -> None:
     gc.freeze()
     thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], 1_000_000)  # as the bench does
+    if args.no_gc:
+        gc.disable()
     target = math.ceil(0.9 * WorkloadSpec(nodes=args.nodes, devices_per_node=8).total_slots)
 
     def step(r: dict[str, Any]) -> None:
@@ -105,6 +110,7 @@ def main() -> None:
         "nodes": args.nodes,
         "attempts": with_aff["attempts"],
         "precomputedExtraction": args.precomputed_extraction,
+        "gc": not args.no_gc,
         "withAffinityPodsPerSecond": round(1 / per_pod[0], 1),
         "withoutAffinityPodsPerSecond": round(1 / per_pod[1], 1),
         "overheadRatio": round(per_pod[1] / per_pod[0], 3),

@@ -22,3 +22,9 @@ def test_interleaved_and_its_knock_out() -> None:
         assert isinstance(out["withAffinityPodsPerSecond"], float) and out["withAffinityPodsPerSecond"] > 0
         assert isinstance(out["overheadRatio"], float) and out["overheadRatio"] > 0
     assert knocked["precomputedExtraction"] is True and normal["precomputedExtraction"] is False
+    assert normal["gc"] is True
+
+
+def test_interleaved_without_gc() -> None:
+    out = script("interleaved.py", "--nodes", "10", "--pods", "40", "--no-gc")
+    assert out["gc"] is False and out["attempts"] == 40 and out["withoutAffinityPodsPerSecond"] > 0
