@@ -193,19 +193,13 @@ def _image(params: Any, proj: _Projection) -> Any:
     if get is not None:
         try:
             img = get(params)  # KeyError: a field is absent
-        except KeyError:
+            if len(fields) > 1:
+                "".join(img)  # TypeError unless every value is a string
+                return img
+            if type(img) is str:
+                return img
+        except (KeyError, TypeError):
             pass
-        else:
-            if len(fields) == 1:
-                if type(img) is str:
-                    return img
-            else:
-                try:
-                    "".join(img)  # TypeError unless every value is a string
-                except TypeError:
-                    pass
-                else:
-                    return img
     return (_PROJECTED, *(_freeze(params[f]) if f in params else _ABSENT for f in fields))
 
 
