@@ -11,8 +11,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_affinity.allocator.allocator import Counters, NodeAllocator
-from dra_affinity.allocator.model import Abort
 from dra_affinity.api.io import (
     Document,
     FieldError,
@@ -28,11 +26,13 @@ from dra_affinity.api.resource import (
     ResourceSlice,
 )
 from dra_affinity.cel import EXTRACTOR_ENV, CELError, Extractor, extract
-from dra_affinity.scheduler.extraction import scoped_configs
 from dra_affinity.sim.runner import Simulation
 from dra_affinity.sim.scenario import Scenario, _pod_key
+from dra_affinity.structured.allocator import Counters, NodeAllocator
+from dra_affinity.structured.extraction import scoped_configs
+from dra_affinity.structured.model import Abort
+from dra_affinity.structured.pools import gather_pools
 from dra_affinity.validation.admission import validate_object
-from dra_affinity.validation.pool import gather_pools
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -245,7 +245,7 @@ def explain(sim: Simulation, pod_ref: str) -> dict[str, Any]:
                 for alt in req.alternatives:
                     for d in snap.by_node.get(node, []):
                         alloc = NodeAllocator(node, [d], sched.state,
-                                              affinity_enabled=sched.gates.DRASharingAffinity,
+                                              affinity_enabled=sched.features.sharing_affinity,
                                               extract=cyc.memo, selector_matches=sched._selector_fn,
                                               counters=Counters())
                         row: dict[str, Any] = {"claim": claim.key, "request": alt.name,

@@ -7,10 +7,11 @@ import random
 
 import pytest
 
-from dra_affinity.allocator.model import Result
-from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+from dra_affinity.features import Features
+from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, slices
+from dra_affinity.structured.model import Result
 
 
 def run(spec: WorkloadSpec, *, index: bool, scoring: str, steps: int, seed: int) -> list[tuple[str, str | None, tuple[str, ...]]]:
@@ -19,7 +20,7 @@ def run(spec: WorkloadSpec, *, index: bool, scoring: str, steps: int, seed: int)
     for i in range(spec.nodes):
         for s in slices(spec, i):
             assert cluster.apply(s).applied
-    sched = Scheduler(cluster, FeatureGates(), scoring=scoring, node_index=index)
+    sched = Scheduler(cluster, Features(), scoring=scoring, node_index=index)
     sched.start()
     rng = random.Random(seed)
     running: list[str] = []

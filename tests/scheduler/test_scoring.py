@@ -17,8 +17,8 @@ from builders import (
     nic_params,
     pod,
 )
-from dra_affinity.allocator.model import Result
 from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.structured.model import Result
 
 
 def make(scoring: str, *objs: object, index: bool = False) -> Env:

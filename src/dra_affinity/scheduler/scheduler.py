@@ -24,24 +24,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_affinity.allocator.allocator import (
-    ClaimRequest,
-    ClaimSpec,
-    Counters,
-    NodeAllocator,
-    RequestSpec,
-)
-from dra_affinity.allocator.model import (
-    Abort,
-    DeviceInfo,
-    NodeResult,
-    PlannedShare,
-    PoolID,
-    PoolInfo,
-    Reason,
-    Result,
-)
-from dra_affinity.allocator.nodes import node_selector_matches, selector_for_node
 from dra_affinity.api.core import Pod
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import (
@@ -53,7 +35,7 @@ from dra_affinity.api.resource import (
     ResourceClaim,
 )
 from dra_affinity.cel import SELECTOR_ENV, CELError, OutcomeKind
-from dra_affinity.observe import reasons as R
+from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import (
     COMPATIBLE_REUSE,
@@ -62,46 +44,43 @@ from dra_affinity.observe.metrics import (
     NO_KEYS,
     SchedulerMetrics,
 )
-from dra_affinity.scheduler.extraction import ExtractionMemo, in_scope
-from dra_affinity.scheduler.freeindex import FreeIndex
-from dra_affinity.scheduler.nodeindex import NodeIndex, Verdicts
-from dra_affinity.scheduler.snapshot import Snapshot
-from dra_affinity.scheduler.state import CLEAN as CLEAN_STATE
-from dra_affinity.scheduler.state import (
+from dra_affinity.scheduler.fastpath.freeindex import FreeIndex
+from dra_affinity.scheduler.fastpath.nodeindex import NodeIndex, Verdicts
+from dra_affinity.sim.cluster import Cluster, reserve_ref
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.allocator import (
+    ClaimRequest,
+    ClaimSpec,
+    Counters,
+    NodeAllocator,
+    RequestSpec,
+)
+from dra_affinity.structured.extraction import ExtractionMemo, in_scope
+from dra_affinity.structured.model import (
+    Abort,
+    DeviceInfo,
+    NodeResult,
+    PlannedShare,
+    PoolID,
+    PoolInfo,
+    Reason,
+    Result,
+)
+from dra_affinity.structured.nodes import node_selector_matches, selector_for_node
+from dra_affinity.structured.snapshot import Snapshot
+from dra_affinity.structured.state import CLEAN as CLEAN_STATE
+from dra_affinity.structured.state import (
     AffinityState,
     AffinityStatus,
     AllocatedState,
     Number,
     Share,
 )
-from dra_affinity.sim.cluster import Cluster, reserve_ref
 
 SELECTOR_COST_BUDGET = 1_000_000
 # Experimental claim-side strategy (KEP "SharingStrategy"): no API field, an annotation.
 SHARING_STRATEGY_ANNOTATION = "sharing.dra-affinity.io/strategy"
 MAX_RESERVED_FOR = 256
-
-
-@dataclass(frozen=True)
-class FeatureGates:
-    """Scheduler-side gates, passed in explicitly (never global)."""
-
-    DRASharingAffinity: bool = True
-    # Experiments (KEP "Future Enhancements"), off unless asked for:
-    # claims annotated NeverSetLock only join existing locks;
-    DRASharingAffinityNeverSetLock: bool = False
-    # extractors a metadata slice marks preferred filter nothing and set no lock,
-    # they only order devices.
-    DRASharingAffinityPreferredKeys: bool = False
-
-    @classmethod
-    def from_mapping(cls, m: Mapping[str, bool] | None) -> FeatureGates:
-        m = m or {}
-        return cls(
-            DRASharingAffinity=bool(m.get("DRASharingAffinity", True)),
-            DRASharingAffinityNeverSetLock=bool(m.get("DRASharingAffinityNeverSetLock", False)),
-            DRASharingAffinityPreferredKeys=bool(m.get("DRASharingAffinityPreferredKeys", False)),
-        )
 
 
 @dataclass
@@ -139,7 +118,7 @@ class Scheduler:
     def __init__(
         self,
         cluster: Cluster,
-        gates: FeatureGates | None = None,
+        features: Features | None = None,
         *,
         metrics: SchedulerMetrics | None = None,
         recorder: Recorder | None = None,
@@ -153,7 +132,7 @@ class Scheduler:
         # Successful extractions by (extractor set, config content), for this scheduler's life.
         self._extraction_cache: dict[tuple[object, ...], Any] = {}
         self.last_filter_seconds = 0.0
-        self.gates = gates or FeatureGates()
+        self.features = features or Features()
         self.metrics = metrics or SchedulerMetrics()
         self.recorder = recorder or Recorder()
         self.scoring = scoring
@@ -218,7 +197,7 @@ class Scheduler:
             nodes = list(self.cluster.node_order)
             labels = {n: self.cluster.node_labels(n) for n in nodes}
             self._snapshot = Snapshot.build(self.cluster.slices(), nodes, labels,
-                                            preferred_keys=self.gates.DRASharingAffinityPreferredKeys)
+                                            preferred_keys=self.features.preferred_keys)
             self._selector_cache.clear()
             self._node_index = None
             self._free_index = None
@@ -278,7 +257,7 @@ class Scheduler:
         for r in alloc.devices.results:
             did = r.device_id
             info = snap.devices.get(did)
-            gated = bool(info is not None and info.gated and self.gates.DRASharingAffinity)
+            gated = bool(info is not None and info.gated and self.features.sharing_affinity)
             keys = None
             why = ""
             if gated and info is not None:
@@ -322,7 +301,7 @@ class Scheduler:
                           claims: Mapping[str, ResourceClaim], classes: Mapping[str, DeviceClass]) -> None:
         shares = list(self.state.shares(did))
         current = self.state.affinity(did)
-        gated = bool(info is not None and info.gated and self.gates.DRASharingAffinity)
+        gated = bool(info is not None and info.gated and self.features.sharing_affinity)
         rebuilt: list[Share] = []
         derived: AffinityState
         if not gated or info is None:
@@ -434,7 +413,7 @@ class Scheduler:
             reqs.append(ClaimRequest(r.name, tuple(alts)))
         cons = tuple((tuple(k.requests), k.match_attribute) for k in c.spec.devices.constraints
                      if k.match_attribute)
-        never = (self.gates.DRASharingAffinityNeverSetLock
+        never = (self.features.never_set_lock
                  and c.metadata.annotations.get(SHARING_STRATEGY_ANNOTATION) == "NeverSetLock")
         return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), cons, never_set_lock=never)
 
@@ -478,7 +457,7 @@ class Scheduler:
             return NodeResult(node, True)
         alloc = NodeAllocator(
             node, snap.by_node.get(node, []) if devices is None else devices, state,
-            affinity_enabled=self.gates.DRASharingAffinity,
+            affinity_enabled=self.features.sharing_affinity,
             extract=cyc.memo, selector_matches=self._selector_fn, counters=cyc.counters,
             plan_cache=snap.plan_cache,
             order=self._order_fn(cyc))
@@ -495,7 +474,7 @@ class Scheduler:
     def free_index(self) -> FreeIndex:
         snap = self.snapshot()
         if self._free_index is None or self._free_index.nodes is not snap.nodes:
-            self._free_index = FreeIndex(snap, self.state, self.gates.DRASharingAffinity)
+            self._free_index = FreeIndex(snap, self.state, self.features.sharing_affinity)
         return self._free_index
 
     def _free_candidates(self, cyc: _Cycle, snap: Snapshot) -> Iterator[int] | None:
@@ -508,7 +487,7 @@ class Scheduler:
         if not index.usable:
             return None
         keys: list[Any] | None = []
-        if self.gates.DRASharingAffinity:
+        if self.features.sharing_affinity:
             for pool in snap.extractor_pools():
                 res = cyc.memo(claim, alt, pool)
                 if res.kind is not OutcomeKind.OK:
@@ -521,12 +500,12 @@ class Scheduler:
 
     def _order_fn(self, cyc: _Cycle) -> Any:
         """Device order within a node: first-fit, unless scoring or preferred keys reorder."""
-        if self.scoring != "affinity" and not self.gates.DRASharingAffinityPreferredKeys:
+        if self.scoring != "affinity" and not self.features.preferred_keys:
             return None
 
         def order(devs: Sequence[DeviceInfo], c: ClaimSpec, a: RequestSpec) -> list[DeviceInfo]:
             ranked = self._rank_devices(cyc, devs, c, a) if self.scoring == "affinity" else list(devs)
-            if self.gates.DRASharingAffinityPreferredKeys:
+            if self.features.preferred_keys:
                 # stable: preferred-key mismatches move behind everything else
                 ranked.sort(key=lambda d: self._preferred_mismatch(cyc, d, c, a))
             return ranked
@@ -567,7 +546,7 @@ class Scheduler:
             alt = claim.requests[0].alternatives[0]
 
         def rank(d: DeviceInfo) -> int:
-            if not (d.gated and self.gates.DRASharingAffinity):
+            if not (d.gated and self.features.sharing_affinity):
                 return 1
             st = self.state.affinity(d.id)
             if st.status is AffinityStatus.CLEAN:
@@ -596,7 +575,7 @@ class Scheduler:
             if not snap.nodes:
                 cyc.node_reasons.append(Reason(R.NO_NODES, "no nodes in the cluster"))
             indexed = self.use_node_index and state is self.state and not cyc.allocated \
-                and bool(cyc.to_allocate) and not self.gates.DRASharingAffinityPreferredKeys
+                and bool(cyc.to_allocate) and not self.features.preferred_keys
             if indexed:
                 results: dict[str, NodeResult] = {}
                 single = _single_device(cyc)

@@ -12,7 +12,7 @@ are deleted).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -28,6 +28,7 @@ from dra_affinity.api.resource import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from dra_affinity.features import Features
 from dra_affinity.validation.apiserver import admit
 
 T = TypeVar("T", bound=TypedObject)
@@ -70,10 +71,9 @@ class Listener(Protocol):
 class Cluster:
     """Object store keyed by kind and namespace/name, in insertion order."""
 
-    def __init__(self, apiserver_gates: Mapping[str, bool] | None = None) -> None:
-        self.apiserver_gates: dict[str, bool] = {"DRASharingAffinity": True}
-        if apiserver_gates:
-            self.apiserver_gates.update(apiserver_gates)
+    def __init__(self, features: Features | None = None) -> None:
+        # The API server reads its own gates of these (drop-on-disable of new fields).
+        self.features = features or Features()
         self._objects: dict[str, dict[str, TypedObject]] = {k: {} for k in KIND_ORDER}
         self.node_order: list[str] = []  # first appearance, as SCENARIO.md orders nodes
         self.listeners: list[Listener] = []
@@ -152,7 +152,7 @@ class Cluster:
             return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
         key = object_key(obj)
         old = self._objects[obj.kind].get(key)
-        res = admit(obj, old, gates=self.apiserver_gates)
+        res = admit(obj, old, features=self.features)
         if res.errors or res.object is None:
             return WriteResult(False, None, list(res.errors), list(res.warnings))
         admitted = res.object

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from dra_affinity.allocator.allocator import ClaimSpec, RequestSpec
-from dra_affinity.allocator.model import PoolInfo
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.cel import ConfigObject, ExtractionResult, OutcomeKind, extract
 from dra_affinity.cel.extract import object_fields
+from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+from dra_affinity.structured.model import PoolInfo
 
 
 def in_scope(config_requests: list[str], request: str) -> bool:

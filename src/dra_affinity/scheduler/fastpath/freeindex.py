@@ -20,10 +20,10 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from dra_affinity.allocator.model import DeviceInfo
-from dra_affinity.scheduler.snapshot import Snapshot
-from dra_affinity.scheduler.state import CLEAN as CLEAN_STATE
-from dra_affinity.scheduler.state import AffinityStatus, AllocatedState
+from dra_affinity.structured.model import DeviceInfo
+from dra_affinity.structured.snapshot import Snapshot
+from dra_affinity.structured.state import CLEAN as CLEAN_STATE
+from dra_affinity.structured.state import AffinityStatus, AllocatedState
 
 CLEAN: Any = ("",)  # category of clean or ungated devices with room
 ANY: Any = ("*",)  # every node with a device that has room (any category)

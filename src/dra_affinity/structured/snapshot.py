@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_affinity.allocator.model import DeviceInfo, PoolID, PoolInfo
-from dra_affinity.allocator.nodes import node_selector_matches
 from dra_affinity.api.resource import Device, ResourceSlice
-from dra_affinity.validation.pool import Pool, gather_pools
+from dra_affinity.structured.model import DeviceInfo, PoolID, PoolInfo
+from dra_affinity.structured.nodes import node_selector_matches
+from dra_affinity.structured.pools import Pool, gather_pools
 
 # Experiment: a metadata slice may mark some of its keys preferred (comma-separated).
 PREFERRED_KEYS_ANNOTATION = "sharing.dra-affinity.io/preferred-keys"

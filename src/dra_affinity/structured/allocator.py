@@ -20,8 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from dra_affinity.allocator.capacity import CapacityRequestError, fits, plan_consumption
-from dra_affinity.allocator.model import (
+from dra_affinity.api.quantity import Quantity
+from dra_affinity.cel import ExtractionResult, OutcomeKind
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.capacity import CapacityRequestError, fits, plan_consumption
+from dra_affinity.structured.model import (
     Abort,
     DeviceInfo,
     NodeResult,
@@ -30,10 +33,13 @@ from dra_affinity.allocator.model import (
     Reason,
     Result,
 )
-from dra_affinity.api.quantity import Quantity
-from dra_affinity.cel import ExtractionResult, OutcomeKind
-from dra_affinity.observe import reasons as R
-from dra_affinity.scheduler.state import CLEAN, AffinityKeys, AffinityStatus, AllocatedState, Number
+from dra_affinity.structured.state import (
+    CLEAN,
+    AffinityKeys,
+    AffinityStatus,
+    AllocatedState,
+    Number,
+)
 
 # Upper bound on device placements tried per node and pod: backtracking is
 # exponential in the worst case, and a Filter call must always return.
