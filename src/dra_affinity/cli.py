@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.console import Console
 
 from dra_affinity.api.io import ManifestError
+
+if TYPE_CHECKING:
+    from dra_affinity.sim.scenario import Scenario
 
 EXIT_OK, EXIT_EXPECTATION, EXIT_INPUT = 0, 1, 2
 
@@ -19,14 +22,42 @@ def _fail_input(err: ManifestError | str) -> NoReturn:
     sys.exit(EXIT_INPUT)
 
 
+def _load_scenario(file: str) -> Scenario:
+    """A scenario file, read by the one manifest reader every command uses."""
+    from dra_affinity.api.io import read_text
+    from dra_affinity.sim.scenario import load_scenario_text
+
+    return load_scenario_text(read_text(file), file)
+
+
 def _dump(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False)
 
 
-def _console() -> Console:
+def _console(markup: bool = False) -> Console:
+    """Output console. Markup is off unless a renderer writes its own: names and
+    messages from manifests may contain ``[...]`` and must print as written."""
     tty = sys.stdout.isatty()
     return Console(width=None if tty else 160, force_terminal=tty, no_color=not tty,
-                   highlight=False, soft_wrap=False)
+                   highlight=False, soft_wrap=False, markup=markup, emoji=False)
+
+
+def _render_simulation(out: dict[str, Any]) -> None:
+    """The simulation table. Its renderer styles lines with markup around messages that
+    carry manifest text; text that is not valid markup is printed without styles."""
+    from rich.errors import MarkupError
+
+    from dra_affinity.sim.render import render
+
+    con = _console(markup=True)
+    try:
+        with con.capture() as cap:
+            render(out, con)
+    except MarkupError:
+        con = _console(markup=False)
+        with con.capture() as cap:
+            render(out, con)
+    click.echo(cap.get(), nl=False)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -65,10 +96,9 @@ def simulate(file: str, output: str, scoring: str) -> None:
       dra-affinity simulate examples/story-3-subnet.yaml --output json
     """
     from dra_affinity.sim.runner import Simulation
-    from dra_affinity.sim.scenario import load_scenario
 
     try:
-        sc = load_scenario(file)
+        sc = _load_scenario(file)
         sim = Simulation(sc, scoring)
     except ManifestError as e:
         _fail_input(e)
@@ -84,9 +114,7 @@ def simulate(file: str, output: str, scoring: str) -> None:
     if output == "json":
         click.echo(_dump(out))
     else:
-        from dra_affinity.sim.render import render
-
-        render(out, _console())
+        _render_simulation(out)
     sys.exit(EXIT_EXPECTATION if out["expectationsFailed"] else EXIT_OK)
 
 
@@ -100,10 +128,9 @@ def metrics(file: str) -> None:
       dra-affinity metrics examples/story-3-subnet.yaml
     """
     from dra_affinity.sim.runner import Simulation
-    from dra_affinity.sim.scenario import load_scenario
 
     try:
-        sim = Simulation(load_scenario(file))
+        sim = Simulation(_load_scenario(file))
     except ManifestError as e:
         _fail_input(e)
     sim.run()
@@ -111,11 +138,10 @@ def metrics(file: str) -> None:
 
 
 def _scenario_sim(file: str, at_step: int | None) -> Any:
-    from dra_affinity.sim.scenario import load_scenario
     from dra_affinity.tools import run_until
 
     try:
-        sc = load_scenario(file)
+        sc = _load_scenario(file)
         if at_step is not None and not 0 <= at_step <= len(sc.spec.steps):
             _fail_input(f"{file}: --at-step {at_step} is outside 0..{len(sc.spec.steps)}")
         return run_until(sc, at_step)
@@ -125,7 +151,8 @@ def _scenario_sim(file: str, at_step: int | None) -> Any:
 
 @main.command("eval")
 @click.option("--slice", "slice_files", multiple=True, required=True, type=click.Path(dir_okay=False),
-              help="File with the pool's metadata ResourceSlice(s); repeatable.")
+              help="File with the pool's ResourceSlices (all of them: completeness counts); "
+                   "repeatable.")
 @click.option("--claim", "claim_file", required=True, type=click.Path(dir_okay=False),
               help="File with a ResourceClaim (or ResourceClaimTemplate).")
 @click.option("--class", "class_files", multiple=True, type=click.Path(dir_okay=False),
@@ -135,15 +162,18 @@ def _scenario_sim(file: str, at_step: int | None) -> Any:
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[str, ...],
              claim_name: str | None, request: str | None, output: str) -> None:
-    """Run a slice's sharingAffinity extractors against a claim's opaque configs.
+    """Say what the scheduler would decide for a claim's requests on a pool's devices.
 
-    Shows, per extractor and per in-scope opaque config, the value or the
-    classified error, then the request's effective affinity map or why
-    there is none. Exit status 0 when every request extracts keys, 1 otherwise.
+    The slices are gathered into pools as the scheduler does (newest generation,
+    completeness, validity); the pool's extractors run against the in-scope
+    opaque configs under one shared budget per config, stopping at the first
+    error. Shows each evaluation (value, '' or the error, and its cost), then per
+    request the effective affinity map or why there is none. Exit status 0
+    when every request extracts keys, 1 otherwise, 2 for bad input.
 
     \b
     Example:
-      dra-affinity eval --slice meta-slice.yaml --claim claim.yaml --request nic
+      dra-affinity eval --slice slices.yaml --claim claim.yaml --request nic
     """
     from dra_affinity.api.resource import DeviceClass, ResourceSlice
     from dra_affinity.tools import claim_from, evaluate_extractors, load_one
@@ -164,25 +194,33 @@ def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[s
     if output == "json":
         click.echo(_dump(out))
     else:
-        from rich.table import Table
-
-        con = _console()
-        for p in out["pools"]:
-            for r in p["requests"]:
-                t = Table(title=f"pool {p['driver']}/{p['pool']} · claim {out['claim']} · request "
-                          f"{r['request']} (class {r['class']})", title_justify="left")
-                for col in ("key", "config", "value / error", "cost"):
-                    t.add_column(col, overflow="fold")
-                for row in r["evaluations"]:
-                    t.add_row(row["key"], row["config"], row.get("error") or row.get("display", ""),
-                              str(row.get("cost", "")))
-                if not r["evaluations"]:
-                    t.add_row("-", "(no opaque config in scope for this driver)", "", "")
-                con.print(t)
-                verdict = (f"effective affinity: {r['keys']}" if r["outcome"] == "OK"
-                           else f"{r['outcome']}: {r['message']}")
-                con.print(f"  → {verdict}\n")
+        _render_eval(out)
     sys.exit(EXIT_OK if ok else EXIT_EXPECTATION)
+
+
+def _render_eval(out: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    con = _console()
+    for p in out["pools"]:
+        if p["problem"]:
+            con.print(f"pool {p['driver']}/{p['pool']} generation {p['generation']}: "
+                      f"{p['problem']['code']}: {p['problem']['message']}")
+        for r in p["requests"]:
+            t = Table(title=f"pool {p['driver']}/{p['pool']} · claim {out['claim']} · "
+                            f"request {r['request']} (class {r['class']})",
+                      title_justify="left")
+            for col in ("key", "config", "value / error", "cost"):
+                t.add_column(col, overflow="fold")
+            for row in r["evaluations"]:
+                t.add_row(row["key"], row["config"], row.get("error") or row.get("display", ""),
+                          str(row["cost"]))
+            if not r["evaluations"]:
+                t.add_row("-", "(nothing evaluated)", "", "")
+            con.print(t)
+            verdict = (f"effective affinity: {r['keys']}" if r["outcome"] == "OK"
+                       else f"{r['outcome']}: {r['message']}")
+            con.print(f"  → {verdict}\n")
 
 
 @main.command()

@@ -6,7 +6,6 @@ same answers are available to scripts through the library.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ from dra_affinity.api.io import (
     FieldError,
     ManifestError,
     parse_object,
-    read_documents,
+    read_paths,
 )
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import (
@@ -25,36 +24,69 @@ from dra_affinity.api.resource import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
-from dra_affinity.cel import EXTRACTOR_ENV, CELError, Extractor, extract
+from dra_affinity.cel import (
+    SHARING_AFFINITY_CEL_MAX_COST,
+    ConfigObject,
+    Extractor,
+    OutcomeKind,
+    extract,
+)
 from dra_affinity.sim.runner import Simulation
 from dra_affinity.sim.scenario import Scenario, _pod_key
+from dra_affinity.structured import reasons
 from dra_affinity.structured.allocator import Counters, NodeAllocator
 from dra_affinity.structured.extraction import scoped_configs
 from dra_affinity.structured.model import Abort
-from dra_affinity.structured.pools import gather_pools
+from dra_affinity.structured.pools import Pool, gather_pools
 from dra_affinity.validation.admission import validate_object
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+# ====================================================================== reading
+def _is_scenario(d: Document) -> bool:
+    return isinstance(d.data, dict) and d.data.get("kind") == "Scenario"
+
+
+def load_kinds(paths: Iterable[str]) -> list[tuple[Document, TypedObject]]:
+    """Every Kubernetes object of the given files and folders, typed (Scenario documents
+    are skipped, so a scenario file can serve as a manifest file)."""
+    out: list[tuple[Document, TypedObject]] = []
+    for d in read_paths(paths):
+        if _is_scenario(d):
+            continue
+        obj = parse_object(d)
+        assert isinstance(obj, TypedObject)
+        out.append((d, obj))
+    return out
+
+
+
+
+def load_one(path: str, kind: type[TypedObject]) -> list[TypedObject]:
+    """Objects of one kind from a manifest or scenario file (Scenario documents skipped)."""
+    return [o for _, o in load_kinds([path]) if isinstance(o, kind)]
+
+
+def claim_from(path: str, name: str | None = None) -> ResourceClaim:
+    """The (named, or first) ResourceClaim of a file, or a claim made from a template."""
+    objs = [o for _, o in load_kinds([path])
+            if name is None or o.metadata.name == name]
+    for o in objs:
+        if isinstance(o, ResourceClaim):
+            return o
+    for o in objs:
+        if isinstance(o, ResourceClaimTemplate):
+            return ResourceClaim.model_validate({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace},
+                "spec": o.spec.spec.to_dict()})
+    what = f"named {name!r} " if name else ""
+    raise ManifestError(path, [FieldError("", f"no ResourceClaim or ResourceClaimTemplate {what}in file")])
 
 
 # ====================================================================== eval
-def _value_repr(v: object) -> str:
-    if isinstance(v, str):
-        return repr(v) if v == "" else v
-    return f"{type(v).__name__} {v!r}"
-
-
-def evaluate_extractors(slices: Sequence[ResourceSlice], claim: ResourceClaim,
-                        classes: Sequence[DeviceClass] = (),
-                        request: str | None = None) -> dict[str, Any]:
-    """Per request: every extractor against every in-scope opaque config, then the outcome."""
-    by_pool: dict[tuple[str, str], list[Extractor]] = {}
-    for s in sorted(slices, key=lambda s: s.metadata.name):
-        for e in s.spec.sharing_affinity or []:
-            by_pool.setdefault((s.spec.driver, s.spec.pool.name), []).append(
-                Extractor(e.name, e.expression))
-    class_map = {c.metadata.name: c for c in classes}
-    requests: list[tuple[str, str]] = []  # (name, class)
+def _claim_requests(claim: ResourceClaim, request: str | None) -> list[tuple[str, str]]:
+    """(request or req/sub, class) pairs, in claim order, optionally only one request."""
+    requests: list[tuple[str, str]] = []
     for r in claim.spec.devices.requests:
         if r.exactly is not None:
             requests.append((r.name, r.exactly.device_class_name))
@@ -64,69 +96,90 @@ def evaluate_extractors(slices: Sequence[ResourceSlice], claim: ResourceClaim,
         requests = [x for x in requests if x[0] == request or x[0].split("/", 1)[0] == request]
         if not requests:
             raise ValueError(f"claim {claim.metadata.name} has no request {request!r}")
+    return requests
+
+
+def _pool_block(pool: Pool) -> tuple[str, str] | None:
+    """(reason code, message) when the scheduler withholds the pool's shared devices
+    whatever the claim says: the allocator's checks, in its order."""
+    if pool.invalid_reason:
+        return reasons.POOL_INVALID, f"pool {pool.driver}/{pool.name} is invalid: {pool.invalid_reason}"
+    if pool.incomplete_reason:
+        return reasons.AFFINITY_POOL_INCOMPLETE, pool.incomplete_reason
+    if pool.affinity_invalid_reason:
+        return (reasons.AFFINITY_INVALID_POOL, f"pool {pool.driver}/{pool.name} is invalid for "
+                f"sharing affinity: {pool.affinity_invalid_reason}")
+    return None
+
+
+def _trace(extractors: Sequence[Extractor], configs: Sequence[ConfigObject],
+           evaluations: int) -> list[dict[str, Any]]:
+    """One row per evaluation the contract performed, in its order, each through
+    :func:`extract` itself with what remains of the config's shared budget."""
+    rows: list[dict[str, Any]] = []
+    for cfg in configs:
+        remaining = SHARING_AFFINITY_CEL_MAX_COST  # per config, shared by its extractors
+        for ex in extractors:
+            if len(rows) >= evaluations:
+                return rows
+            one = extract([ex], [cfg], budget=remaining)
+            remaining -= one.cost
+            row: dict[str, Any] = {"config": cfg.source, "key": ex.name, "cost": one.cost}
+            if one.kind is OutcomeKind.OK:
+                row["value"] = row["display"] = dict(one.keys)[ex.name]
+            elif one.kind is OutcomeKind.NO_KEYS:
+                row["value"], row["display"] = "", "''"
+            else:
+                row["value"], row["error"] = None, f"{one.kind.value}: {one.message}"
+            rows.append(row)
+    return rows
+
+
+def evaluate_extractors(slices: Sequence[ResourceSlice], claim: ResourceClaim,
+                        classes: Sequence[DeviceClass] = (),
+                        request: str | None = None) -> dict[str, Any]:
+    """What the scheduler would decide for each request of ``claim`` on each pool.
+
+    Slices are gathered into pools as the scheduler does (newest generation
+    only, completeness, validity); a pool that declares sharingAffinity in no
+    generation is left out. Per request, the pool's extractors run together
+    through :func:`dra_affinity.cel.extract` (one budget per config, stopping
+    at the first slice error): the verdict is its outcome, unless the pool
+    itself withholds its shared devices. The rows show each evaluation that
+    outcome rests on.
+    """
+    class_map = {c.metadata.name: c for c in classes}
+    requests = _claim_requests(claim, request)
+    declaring = {(s.spec.driver, s.spec.pool.name) for s in slices if s.spec.sharing_affinity}
     out: dict[str, Any] = {"claim": f"{claim.namespace}/{claim.name}", "pools": []}
-    for (driver, pool), extractors in sorted(by_pool.items()):
-        pool_out: dict[str, Any] = {"driver": driver, "pool": pool, "requests": []}
+    for pid, pool in gather_pools(slices).items():
+        if pid not in declaring:
+            continue
+        block = _pool_block(pool)
+        pool_out: dict[str, Any] = {
+            "driver": pool.driver, "pool": pool.name, "generation": pool.generation,
+            "metadataSlices": [s.metadata.name for s in pool.slices if s.spec.sharing_affinity],
+            "problem": {"code": block[0], "message": block[1]} if block else None,
+            "requests": [],
+        }
         for name, class_name in requests:
-            configs = scoped_configs(claim, name, driver, class_map.get(class_name))
-            rows = []
-            for cfg in configs:
-                for ex in extractors:
-                    row: dict[str, Any] = {"config": cfg.source, "key": ex.name}
-                    try:
-                        prog = EXTRACTOR_ENV.compile(ex.expression)
-                        val, cost = prog.evaluate({"object": cfg.parameters}, 1_000_000)
-                        row["value"] = val if isinstance(val, str) else None
-                        row["display"] = _value_repr(val)
-                        row["cost"] = cost
-                        if not isinstance(val, str):
-                            row["error"] = f"non-string return ({type(val).__name__})"
-                    except CELError as e:
-                        row["error"] = str(e)
-                    rows.append(row)
-            res = extract(extractors, configs)
-            pool_out["requests"].append({
-                "request": name, "class": class_name, "evaluations": rows,
-                "outcome": res.kind.value, "keys": dict(res.keys), "message": res.message,
-            })
+            configs = scoped_configs(claim, name, pool.driver, class_map.get(class_name))
+            entry: dict[str, Any] = {"request": name, "class": class_name}
+            if not pool.declares_sharing_affinity:
+                entry.update(evaluations=[], outcome="NotDeclared", keys={}, message=(
+                    f"generation {pool.generation} of pool {pool.driver}/{pool.name} declares no "
+                    "sharingAffinity (older generations do not count): its devices are not gated"))
+            else:
+                res = extract(pool.extractors, configs)
+                entry.update(evaluations=_trace(pool.extractors, configs, res.evaluations),
+                             outcome=res.kind.value, keys=dict(res.keys), message=res.message)
+                if block is not None:
+                    entry["extraction"] = {"outcome": res.kind.value, "keys": dict(res.keys),
+                                           "message": res.message}
+                    entry.update(outcome=block[0], keys={}, message=block[1])
+            pool_out["requests"].append(entry)
         out["pools"].append(pool_out)
     return out
-
-
-def load_kinds(paths: Iterable[str]) -> list[tuple[Document, TypedObject]]:
-    out: list[tuple[Document, TypedObject]] = []
-    for p in manifest_files(paths):
-        for d in read_documents(_read(p), p):
-            if isinstance(d.data, dict) and d.data.get("kind") == "Scenario":
-                continue
-            obj = parse_object(d)
-            assert isinstance(obj, TypedObject)
-            out.append((d, obj))
-    return out
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise ManifestError(path, [FieldError("", f"cannot read: {e.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise ManifestError(path, [FieldError("", "not UTF-8 text")]) from None
-
-
-def manifest_files(paths: Iterable[str]) -> list[str]:
-    files: list[str] = []
-    for p in paths:
-        if os.path.isdir(p):
-            for root, dirs, names in os.walk(p):
-                dirs.sort()
-                for n in sorted(names):
-                    if n.endswith(MANIFEST_SUFFIXES):
-                        files.append(os.path.join(root, n))
-        else:
-            files.append(p)
-    return files
 
 
 # ====================================================================== validate
@@ -148,49 +201,53 @@ class Finding:
 
 
 def validate_paths(paths: Sequence[str], *, together: bool = False) -> list[Finding]:
-    """Admission validation of every object, then pool validation per file (or across files)."""
-    files = manifest_files(paths)
+    """Admission validation of every object, then pool validation per file (or across files).
+
+    Unreadable input becomes findings of severity ``input``; input with no
+    manifests at all is one such finding, never a clean result.
+    """
+    errors: list[ManifestError] = []
+    docs = read_paths(paths, errors)
+    out = [Finding(e.source, f"document {e.document}" if e.document else "-", fe.path,
+                   fe.render(), "input") for e in errors for fe in e.errors]
+    by_file: dict[str, list[Document]] = {}
+    for d in docs:
+        by_file.setdefault(d.source, []).append(d)
     if together:
-        return _validate_files(files)
-    out: list[Finding] = []
-    for f in files:
-        out.extend(_validate_files([f]))
+        return out + _validate_docs(docs)
+    for group in by_file.values():
+        out.extend(_validate_docs(group))
     return out
 
 
-def _validate_files(files: Sequence[str]) -> list[Finding]:
+def _validate_docs(docs: Sequence[Document]) -> list[Finding]:
     findings: list[Finding] = []
     slices: list[tuple[Document, ResourceSlice]] = []
     seen: dict[tuple[str, str], str] = {}
-    for path in files:
-        try:
-            docs = read_documents(_read(path), path)
-        except ManifestError as e:
-            findings.extend(Finding(e.source, "-", fe.path, fe.render(), "input") for fe in e.errors)
+    for d in docs:
+        if _is_scenario(d):
             continue
-        for d in docs:
-            if isinstance(d.data, dict) and d.data.get("kind") == "Scenario":
+        path = d.source
+        try:
+            obj = parse_object(d)
+        except ManifestError as e:
+            ref = e.object_ref or f"document {d.index}"
+            findings.extend(Finding(path, ref.strip("()"), fe.path,
+                                    fe.message + (f" (hint: {fe.hint})" if fe.hint else ""))
+                            for fe in e.errors)
+            continue
+        assert isinstance(obj, TypedObject)
+        ref = f'{obj.kind} "{obj.metadata.name}"'
+        for fe in validate_object(obj):
+            findings.append(Finding(path, ref, fe.path, fe.message))
+        if isinstance(obj, ResourceSlice):
+            k = (obj.kind, obj.metadata.name)
+            if k in seen:
+                findings.append(Finding(path, ref, "metadata.name",
+                                        f"Duplicate value: also defined in {seen[k]}"))
                 continue
-            try:
-                obj = parse_object(d)
-            except ManifestError as e:
-                ref = e.object_ref or f"document {d.index}"
-                findings.extend(Finding(path, ref.strip("()"), fe.path,
-                                        fe.message + (f" (hint: {fe.hint})" if fe.hint else ""))
-                                for fe in e.errors)
-                continue
-            assert isinstance(obj, TypedObject)
-            ref = f'{obj.kind} "{obj.metadata.name}"'
-            for fe in validate_object(obj):
-                findings.append(Finding(path, ref, fe.path, fe.message))
-            if isinstance(obj, ResourceSlice):
-                k = (obj.kind, obj.metadata.name)
-                if k in seen:
-                    findings.append(Finding(path, ref, "metadata.name",
-                                            f"Duplicate value: also defined in {seen[k]}"))
-                    continue
-                seen[k] = f"{path} document {d.index}"
-                slices.append((d, obj))
+            seen[k] = f"{path} document {d.index}"
+            slices.append((d, obj))
     for pid, pool in gather_pools([s for _, s in slices]).items():
         ref = f"pool {pid[0]}/{pid[1]}"
         src = ", ".join(sorted({d.source for d, s in slices
@@ -277,25 +334,3 @@ def locks(sim: Simulation) -> list[dict[str, Any]]:
                    for s in sim.scheduler.state.shares(did)]
         out.append({**entry, "holders": holders})
     return out
-
-
-def load_one(path: str, kind: type[TypedObject]) -> list[TypedObject]:
-    """Objects of one kind from a manifest or scenario file (Scenario documents skipped)."""
-    return [o for _, o in load_kinds([path]) if isinstance(o, kind)]
-
-
-def claim_from(path: str, name: str | None = None) -> ResourceClaim:
-    """The (named, or first) ResourceClaim of a file, or a claim made from a template."""
-    objs = [o for _, o in load_kinds([path])
-            if name is None or o.metadata.name == name]
-    for o in objs:
-        if isinstance(o, ResourceClaim):
-            return o
-    for o in objs:
-        if isinstance(o, ResourceClaimTemplate):
-            return ResourceClaim.model_validate({
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                "metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace},
-                "spec": o.spec.spec.to_dict()})
-    what = f"named {name!r} " if name else ""
-    raise ManifestError(path, [FieldError("", f"no ResourceClaim or ResourceClaimTemplate {what}in file")])
