@@ -374,7 +374,7 @@ class _Builder:
         ev = self.next()
         mark = ev.start_mark
         if isinstance(ev, yaml.AliasEvent):
-            found = self.anchors.get(ev.anchor)
+            found = self.anchors.get(ev.anchor or "")
             if found is None:
                 raise _YAMLValueError(f"unknown anchor {ev.anchor!r} (an alias must follow the "
                                       "end of its anchored value)", mark)
@@ -480,13 +480,13 @@ def _yaml_error(e: yaml.YAMLError, text: str, source: str) -> ManifestError:
                "in a double-quoted string)")
         return ManifestError(source, [FieldError("", msg)], line=line)
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-    line = mark.line + 1 if mark is not None else None
+    at = mark.line + 1 if mark is not None else None
     problem = getattr(e, "problem", None) or str(e)
     context = getattr(e, "context", None)
     msg = f"malformed YAML: {problem}" + (f" ({context})" if context else "")
     if mark is not None:
         msg += f" at line {mark.line + 1}, column {mark.column + 1}"
-    return ManifestError(source, [FieldError("", msg)], line=line)
+    return ManifestError(source, [FieldError("", msg)], line=at)
 
 
 def read_documents(text: str, source: str) -> list[Document]:
