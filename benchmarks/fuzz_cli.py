@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fuzz.harness import run  # noqa: E402
-from fuzz.mutators import commands, mutate  # noqa: E402
+from fuzz.harness import run
+from fuzz.mutators import commands, mutate
 
 
 def _batch(seeds: range) -> tuple[int, int, list[dict[str, object]]]:

@@ -7,6 +7,7 @@ the long, counted campaign (docs/fuzzing.md).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import tempfile
@@ -43,9 +44,12 @@ def test_reading_arbitrary_bytes(data: bytes) -> None:
 def test_reading_arbitrary_text_and_raw_yaml(text: str, raw: str) -> None:
     for candidate in (text, f"a: {raw}\n", f"- {raw}\n{text}"):
         try:
-            read_documents(candidate, "t.yaml")
+            docs = read_documents(candidate, "t.yaml")
         except ManifestError as e:
             assert str(e).startswith("t.yaml")
+            continue
+        for doc in docs:
+            json.dumps(doc.data, allow_nan=False)
 
 
 @FUZZ
@@ -53,9 +57,11 @@ def test_reading_arbitrary_text_and_raw_yaml(text: str, raw: str) -> None:
 def test_reading_mutated_examples(seed: int) -> None:
     _, data = mutate(seed)
     try:
-        read_documents(data.decode("utf-8", "replace"), "m.yaml")
+        docs = read_documents(data.decode("utf-8", "replace"), "m.yaml")
     except ManifestError:
-        pass
+        return
+    for doc in docs:  # what is read is JSON, as kubectl would send it
+        json.dumps(doc.data, allow_nan=False)
 
 
 @FUZZ
