@@ -2,8 +2,10 @@
 
 Errors always name the file, the document (1-based, with its line) and the
 field path, so a user can find the mistake without reading a traceback.
-Hostile YAML is bounded: alias expansion ("billion laughs") and size are
-capped before anything is validated.
+Any bytes at all end in a ManifestError or in JSON values: YAML is read
+the way kubectl converts it to JSON (docs/decisions.md, "Reading manifests"),
+and size, nesting and alias expansion ("billion laughs") are bounded while
+reading, before anything is validated.
 """
 
 from __future__ import annotations
@@ -673,11 +675,9 @@ def validation_errors(exc: ValidationError, model: type[BaseModel]) -> list[Fiel
     """Turn pydantic's errors into field errors with Kubernetes-style paths."""
     out: list[FieldError] = []
     for err in exc.errors(include_url=False):
-        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        # Drop pydantic's union/type tags such as 'str' or 'constrained-str'.
-        clean: list[int | str] = []
-        for p in loc:
-            clean.append(p)
+        # Drop pydantic's validator tags (function-after, ...) from the location.
+        clean: list[int | str] = [p for p in err["loc"]
+                                  if not (isinstance(p, str) and p.startswith("function-"))]
         path = format_path(clean)
         etype = err["type"]
         hint = None
