@@ -8,6 +8,7 @@ import random
 import pytest
 
 from dra_affinity.features import Features
+from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, slices
@@ -20,7 +21,7 @@ def run(spec: WorkloadSpec, *, index: bool, scoring: str, steps: int, seed: int)
     for i in range(spec.nodes):
         for s in slices(spec, i):
             assert cluster.apply(s).applied
-    sched = Scheduler(cluster, Features(), scoring=scoring, node_index=index)
+    sched = Scheduler(cluster, Features(), scoring=scoring, fast_paths=FastPaths.all() if index else FastPaths())
     sched.start()
     rng = random.Random(seed)
     running: list[str] = []
