@@ -57,12 +57,19 @@ class Quantity:
         """Parse a quantity as Kubernetes does; raises ``ValueError`` naming the input."""
         if isinstance(text, bool):
             raise ValueError(f"quantities must be strings or numbers, not {text!r}")
-        if isinstance(text, int):
-            return cls(Fraction(text), "DecimalSI")
-        if isinstance(text, float):
-            if text != text or text in (float("inf"), float("-inf")):
+        if isinstance(text, int | float):
+            if isinstance(text, float) and (text != text or text in (float("inf"),
+                                                                     float("-inf"))):
                 raise ValueError(f"quantity {text!r} is not a finite number")
-            return cls(Fraction(repr(text)), "DecimalSI")
+            q = cls(Fraction(repr(text)) if isinstance(text, float) else Fraction(text),
+                    "DecimalSI")
+            # A number must be a quantity that could have been written as text: its
+            # canonical form has to parse back (the text rules bound length and exponent).
+            try:
+                cls.parse(q.canonical())
+            except ValueError:
+                raise ValueError(f"quantity {text!r} is out of range") from None
+            return q
         if not isinstance(text, str):
             raise ValueError(f"quantities must be strings or numbers, not {type(text).__name__}")
         s = text.strip()
