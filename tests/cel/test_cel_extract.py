@@ -218,7 +218,8 @@ def test_custom_environment() -> None:
 
 def test_outcome_kind_values_and_classes() -> None:
     assert [k.value for k in OutcomeKind] == [
-        "OK", "NoKeys", "SelfInconsistent", "CELError", "MissingField", "NonString", "CostExceeded",
+        "OK", "NoKeys", "SelfInconsistent", "ValueTooLong", "CELError", "MissingField", "NonString",
+        "CostExceeded",
     ]
     assert OutcomeKind.MISSING_FIELD.is_slice_error
     assert not OutcomeKind.SELF_INCONSISTENT.is_slice_error
@@ -230,3 +231,60 @@ def test_has_guard_idiom() -> None:
     assert extract([ex], [cfg(0, {"other": 1})]).kind is OutcomeKind.NO_KEYS
     assert extract([ex], [cfg(0, {"subnet": "s"})]).as_dict() == {"subnet": "s"}
     assert extract([ex], [cfg(0, "not an object")]).kind is OutcomeKind.CEL_ERROR
+
+
+# -- the bound on a sharing-affinity value's length --------------------------------
+
+
+def test_value_at_the_length_limit_is_ok() -> None:
+    from dra_affinity.cel import MAX_AFFINITY_VALUE_LENGTH
+
+    value = "s" * MAX_AFFINITY_VALUE_LENGTH
+    r = extract([SUBNET], [cfg(0, nic(subnet=value))])
+    assert r.kind is OutcomeKind.OK
+    assert r.as_dict() == {"subnet": value}
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["s" * 257, "\u00e9" * 129, "\u00e9" * 128 + "x"],  # 257 bytes, 258 bytes, 257 bytes
+)
+def test_value_past_the_length_limit_is_a_claim_error(value: str) -> None:
+    r = extract([SUBNET, PKEY], [cfg(0, nic(subnet=value))])
+    assert r.kind is OutcomeKind.VALUE_TOO_LONG
+    assert r.kind.is_claim_error and not r.kind.is_slice_error
+    assert r.keys == ()
+    assert r.extractor == "subnet"
+    assert r.source == "claim default/c1 spec.devices.config[0]"
+    assert "longer than 256 bytes" in r.message
+    assert r.evaluations == 2  # the other extractors still run: a slice error would win
+
+
+def test_multibyte_value_under_the_byte_limit_is_ok() -> None:
+    value = "\u00e9" * 128  # 128 characters, 256 bytes
+    r = extract([SUBNET], [cfg(0, nic(subnet=value))])
+    assert r.kind is OutcomeKind.OK
+
+
+def test_slice_error_takes_precedence_over_a_long_value() -> None:
+    bad = Extractor("qos", "object.missing")
+    r = extract([SUBNET, bad], [cfg(0, nic(subnet="s" * 1000))])
+    assert r.kind is OutcomeKind.MISSING_FIELD
+
+
+def test_long_value_takes_precedence_over_inconsistency_and_no_keys() -> None:
+    r = extract(
+        [SUBNET, Extractor("other", '""')],
+        [cfg(0, nic(subnet="a")), cfg(1, nic(subnet="b")), cfg(2, nic(subnet="x" * 300))],
+    )
+    assert r.kind is OutcomeKind.VALUE_TOO_LONG
+    assert r.source == "claim default/c1 spec.devices.config[2]"
+
+
+def test_outcome_classes_partition_the_errors() -> None:
+    for kind in OutcomeKind:
+        assert not (kind.is_slice_error and kind.is_claim_error)
+    assert {k for k in OutcomeKind if k.is_claim_error} == {
+        OutcomeKind.SELF_INCONSISTENT,
+        OutcomeKind.VALUE_TOO_LONG,
+    }

@@ -20,7 +20,14 @@ from .env import (
     Program,
 )
 from .errors import CELCompileError, CELCostExceeded, CELError, CELEvalError
-from .extract import ConfigObject, ExtractionResult, Extractor, OutcomeKind, extract
+from .extract import (
+    MAX_AFFINITY_VALUE_LENGTH,
+    ConfigObject,
+    ExtractionResult,
+    Extractor,
+    OutcomeKind,
+    extract,
+)
 from .parser import MAX_EXPRESSION_LENGTH, MAX_NESTING_DEPTH
 from .quantity import Quantity
 from .semver import Semver
@@ -29,6 +36,7 @@ from .values import CelType, UInt
 __all__ = [
     "CEL_SELECTOR_EXPRESSION_MAX_LENGTH",
     "EXTRACTOR_ENV",
+    "MAX_AFFINITY_VALUE_LENGTH",
     "MAX_EXPRESSION_LENGTH",
     "MAX_NESTING_DEPTH",
     "OPAQUE_PARAMETERS_MAX_LENGTH",

@@ -77,6 +77,28 @@ def str_cost(n: int) -> int:
     return math.ceil(n * STRING_TRAVERSAL_COST_FACTOR)
 
 
+def str_width(s: str) -> int:
+    """Bytes per character of ``s`` in memory (1, 2 or 4: CPython's compact strings)."""
+    if s.isascii():
+        return 1
+    top = max(s)
+    return 1 if top < "\u0100" else 2 if top < "\U00010000" else 4
+
+
+def build_cost(cel_cost: int, chars: int, *parts: str) -> int:
+    """What building a string of ``chars`` characters from ``parts`` costs.
+
+    cel-go's cost where that already pays 0.1 per byte of the result (any
+    ASCII result of ``+``, ``join``, and every ``replace``/``split`` that at
+    most doubles its input), else ceil(0.1 * bytes): a string never costs less
+    than a tenth of the memory it takes. Charged before the string is built,
+    so one the remaining budget cannot pay for is never built.
+    """
+    width = max(map(str_width, parts), default=1)
+    size_cost = str_cost(chars * width)
+    return cel_cost if cel_cost >= size_cost else size_cost
+
+
 def traversal_cost(v: Any) -> int:
     """Kubernetes ``traversalCost``: the cost of walking a value as a data tree."""
     t = type(v)
@@ -454,7 +476,7 @@ def _replace(s: Any, old: Any, new: Any, n: Any = -1) -> str:
 
 
 def replace_growth(s: str, old: str, new: str, n: int = -1) -> int:
-    """How many characters ``replace`` adds beyond len(s) (charged to bound memory)."""
+    """How many characters ``replace`` adds beyond len(s) (0 when it does not grow)."""
     if len(new) <= len(old):
         return 0
     count = (len(s) + 1) if old == "" else s.count(old)
@@ -714,26 +736,42 @@ def _replace_split_cost(args: tuple[object, ...]) -> int:
 
 
 def _replace_cost(args: tuple[object, ...]) -> int:
-    # Kubernetes' cost (traversal + construction) plus, beyond cel-go, the
-    # characters the replacement adds: otherwise 'a'*n .replace('a', long)
-    # builds n*len(long) characters for a cost proportional to n only.
+    # Kubernetes' cost (traversal plus construction, by the input's size), or
+    # the size of the result where that is larger: 'a'*n .replace('', long)
+    # would otherwise build n*len(long) characters for a cost of 0.2 n.
     cost = _replace_split_cost(args)
     s, old, new = args[0], args[1], args[2]
     n = args[3] if len(args) > 3 else -1
     if type(s) is str and type(old) is str and type(new) is str and type(n) is int:
-        cost += str_cost(replace_growth(s, old, new, n))
+        return build_cost(cost, len(s) + replace_growth(s, old, new, n), s, new)
+    return cost
+
+
+def _split_cost(args: tuple[object, ...]) -> int:
+    # Kubernetes' cost, or the result's characters plus 0.1 per element.
+    cost = _replace_split_cost(args)
+    s, sep = args[0], args[1]
+    n = args[2] if len(args) > 2 else -1
+    if type(s) is str and type(sep) is str and type(n) is int:
+        parts = len(s) if sep == "" else s.count(sep) + 1
+        if n >= 0:
+            parts = min(parts, n)
+        return max(cost, build_cost(0, len(s), s) + str_cost(parts))
     return cost
 
 
 def _join_cost(args: tuple[object, ...]) -> int:
-    # Kubernetes charges by the size of the result, which is known up front.
+    # Kubernetes charges by the size of the result, which is known up front;
+    # at least 0.1 per byte of it.
     lst: Any = args[0]
     if not is_list(lst):
         return 1
     items = list(lst)
-    sep = value_size(args[1]) if len(args) > 1 else 0
-    size = sum(value_size(x) for x in items) + sep * max(len(items) - 1, 0)
-    return math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR)
+    sep: Any = args[1] if len(args) > 1 else ""
+    if type(sep) is not str or any(type(x) is not str for x in items):
+        return 1  # the call fails with no such overload
+    size = sum(map(len, items)) + len(sep) * max(len(items) - 1, 0)
+    return build_cost(math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR), size, sep, *items)
 
 
 def _one(_args: tuple[object, ...]) -> int:
@@ -824,8 +862,8 @@ FUNCTIONS: Final[tuple[Function, ...]] = (
     _fn("upperAscii", True, 0, _upper_ascii, [_ov(S, S)], _str_len_cost),
     _fn("replace", True, 2, _replace, [_ov(S, S, S, S)], _replace_cost),
     _fn("replace", True, 3, _replace, [_ov(S, S, S, S, I)], _replace_cost),
-    _fn("split", True, 1, _split, [_ov(LSTR, S, S)], _replace_split_cost),
-    _fn("split", True, 2, _split, [_ov(LSTR, S, S, I)], _replace_split_cost),
+    _fn("split", True, 1, _split, [_ov(LSTR, S, S)], _split_cost),
+    _fn("split", True, 2, _split, [_ov(LSTR, S, S, I)], _split_cost),
     _fn("substring", True, 1, _substring, [_ov(S, S, I)], _str_len_cost),
     _fn("substring", True, 2, _substring, [_ov(S, S, I, I)], _str_len_cost),
     _fn("trim", True, 0, _trim, [_ov(S, S)], _str_len_cost),

@@ -10,9 +10,9 @@ work, the list size for ``in`` on a list.
 
 Beyond cel-go, where its O(1) accounting hides O(n) work here: list
 concatenation also costs 0.1 per element copied, and equality of nested
-lists/maps also costs the size of every inner list/map compared. A string or
-bytes value is charged for the memory it takes (see :func:`build_charge`)
-before it is built.
+lists/maps also costs the size of every inner list/map compared. A string is
+charged at least 0.1 per byte of the memory it takes (see
+:func:`~.library.build_cost`) before it is built.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from .errors import DIVISION_BY_ZERO, INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
-from .library import nso, str_cost
+from .library import build_cost, nso, str_cost
 from .meter import Meter, charge, exceeded, missing_key
 from .values import (
     INT64_MAX,
@@ -270,7 +270,8 @@ def _concat(a: Any, b: Any, m: Meter) -> object:
     """``+`` of strings, bytes and lists: charged for what it builds, before building it."""
     ta = type(a)
     if ta is type(b) and (ta is str or ta is bytes):
-        charge(m, str_cost(len(a) + len(b)))
+        n = len(a) + len(b)
+        charge(m, build_cost(str_cost(n), n, a, b) if ta is str else str_cost(n))
         return a + b
     if ta is not str and type(b) is not str and is_list(a) and is_list(b):
         la: list[object] = a
