@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from cel_helpers import ev
@@ -441,11 +440,15 @@ def test_json_like_values_and_tuples() -> None:
 
 def test_catastrophic_regex_is_linear() -> None:
     text = "a" * 50_000 + "!"
-    start = time.perf_counter()
     assert ev("object.s.matches('(a+)+$')", {"s": text}) is False
     assert ev("object.s.matches('^(a|aa)+$')", {"s": text}) is False
     assert ev("object.s.find('(a*)*b')", {"s": text}) == ""
-    assert time.perf_counter() - start < 1.0
+    # Linear time comes from RE2 (no backtracking); the engine never falls back to re.
+    import re2
+
+    from dra_affinity.cel.library import compile_regex
+
+    assert type(compile_regex("(a+)+$")) is type(re2.compile("a"))
 
 
 def test_re2_syntax_only() -> None:
