@@ -258,9 +258,22 @@ def _ends_with(s: Any, p: Any) -> bool:
 
 _INT_RE: Final = re.compile(r"[+-]?[0-9]+\Z")
 _UINT_RE: Final = re.compile(r"[0-9]+\Z")
+# Go's strconv.ParseFloat syntax: decimal, hexadecimal with a binary exponent,
+# [+-]inf / infinity and unsigned nan (any case); no spaces, no underscores.
 _FLOAT_RE: Final = re.compile(
-    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\Z", re.IGNORECASE
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity)\Z|nan\Z", re.IGNORECASE
 )
+_HEX_FLOAT_RE: Final = re.compile(
+    r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+\Z"
+)
+_SPECIAL_FLOAT_RE: Final = re.compile(r"[+-]?(?:inf|infinity)\Z|nan\Z", re.IGNORECASE)
+
+
+def _conversion_error(s: str, to: str) -> NoReturn:
+    shown = s if len(s) <= 40 else s[:37] + "..."
+    raise CELEvalError(
+        f"type conversion error from 'string' to '{to}': {shown!r}", INVALID_ARGUMENT
+    )
 
 
 def _digits_value(s: str) -> int | None:
@@ -278,20 +291,22 @@ def _to_int(x: Any) -> int:
     if t is UInt:
         v = x.value
         if v > INT64_MAX:
-            raise CELEvalError("range error converting uint to int", OVERFLOW)
+            raise CELEvalError("integer overflow", OVERFLOW)
         return v  # type: ignore[no-any-return]
     if t is float:
         f: float = x
         if f != f or f <= -(2.0**63) or f >= 2.0**63:
-            raise CELEvalError("range error converting double to int", OVERFLOW)
+            raise CELEvalError("integer overflow", OVERFLOW)
         return int(f)
     if t is str:
+        # strconv.ParseInt(s, 10, 64): syntax and range errors are one
+        # conversion error in cel-go.
         s: str = x
         if not _INT_RE.match(s):
-            raise CELEvalError(f"cannot convert string {s!r} to int", INVALID_ARGUMENT)
+            _conversion_error(s, "int")
         v = _digits_value(s)
         if v is None or not INT64_MIN <= v <= INT64_MAX:
-            raise CELEvalError(f"int value out of range: {s!r}", OVERFLOW)
+            _conversion_error(s, "int")
         return v
     nso("int", x)
 
@@ -302,20 +317,20 @@ def _to_uint(x: Any) -> UInt:
         return x  # type: ignore[no-any-return]
     if t is int:
         if x < 0:
-            raise CELEvalError("range error converting int to uint", OVERFLOW)
-        return UInt(x)
+            raise CELEvalError("unsigned integer overflow", OVERFLOW)
+        return UInt(check_int(x))
     if t is float:
         f: float = x
         if f != f or f < 0 or f >= 2.0**64:
-            raise CELEvalError("range error converting double to uint", OVERFLOW)
+            raise CELEvalError("unsigned integer overflow", OVERFLOW)
         return UInt(int(f))
     if t is str:
         s: str = x
         if not _UINT_RE.match(s):
-            raise CELEvalError(f"cannot convert string {s!r} to uint", INVALID_ARGUMENT)
+            _conversion_error(s, "uint")
         v = _digits_value(s)
         if v is None or v > UINT64_MAX:
-            raise CELEvalError(f"uint value out of range: {s!r}", OVERFLOW)
+            _conversion_error(s, "uint")
         return UInt(v)
     nso("uint", x)
 
@@ -329,10 +344,21 @@ def _to_double(x: Any) -> float:
     if t is UInt:
         return float(x.value)
     if t is str:
+        # strconv.ParseFloat(s, 64): a value beyond the largest double is a
+        # range error (an error in cel-go), not +Inf; underflow gives 0.
         s: str = x
-        if not _FLOAT_RE.match(s):
-            raise CELEvalError(f"cannot convert string {s!r} to double", INVALID_ARGUMENT)
-        return float(s)
+        if _FLOAT_RE.match(s):
+            f = float(s)
+        elif _HEX_FLOAT_RE.match(s):
+            try:
+                f = float.fromhex(s)
+            except OverflowError:
+                _conversion_error(s, "double")
+        else:
+            _conversion_error(s, "double")
+        if math.isinf(f) and not _SPECIAL_FLOAT_RE.match(s):
+            _conversion_error(s, "double")
+        return f
     nso("double", x)
 
 
