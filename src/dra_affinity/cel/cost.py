@@ -329,4 +329,39 @@ class Estimator:
             return base + str_cost(n0), SCALAR
         if name == "charAt":
             return base + 1, Sz(1)
+        ext = self._ext_call(e, exprs, sizes)
+        if ext is not None:
+            return base + ext[0], ext[1]
         return base + 1, SCALAR
+
+    def _ext_call(
+        self, e: A.Call, exprs: tuple[A.Expr | None, ...], sizes: list[Sz]
+    ) -> tuple[int, Sz] | None:
+        """ext.Sets and ext.Lists calls (see :mod:`.library_ext` for the runtime rules)."""
+        name = e.name
+        created = 1 + LIST_CREATE_BASE_COST
+        if name.startswith("sets."):
+            factor = 2 if name == "sets.equivalent" else 1
+            return 1 + factor * self.count(sizes[0]) * self.count(sizes[1]), SCALAR
+        if name in ("slice", "reverse"):
+            n = self.count(sizes[0])
+            return n + created, Sz(n, self.elem_of(sizes[0]), data=sizes[0].data)
+        if name == "lists.range":
+            arg = exprs[0]
+            if isinstance(arg, A.Const) and type(arg.value) is int:
+                n = max(arg.value, 0)
+            else:
+                n = COST_CAP if self.str_bound else 0  # an int from data: unbounded
+            return n + created, Sz(n)
+        if name in ("flatten", "distinct", "sort"):
+            n = self.count(sizes[0])
+            if name == "flatten":
+                arg = exprs[1] if len(exprs) > 1 else None
+                depth = arg.value if isinstance(arg, A.Const) and type(arg.value) is int else 1
+                if len(exprs) > 1 and not isinstance(arg, A.Const):
+                    depth = COST_CAP if self.str_bound else 1  # charged depth x size at run time
+                return min(max(depth, 1) * n, COST_CAP) + created, self.data if sizes[0].data else Sz(
+                    n * max(1, self.elem_of(sizes[0]).n)
+                )
+            return int(2.1 * n * n) + created, Sz(n, self.elem_of(sizes[0]), data=sizes[0].data)
+        return None

@@ -21,6 +21,7 @@ import re2
 
 from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .library_ext import EXT_FUNCTIONS
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 from .types import Ty
@@ -840,7 +841,7 @@ def _result_count(result: object) -> int:
 
 _SIZE_OVS: Final = [_ov(I, S), _ov(I, T.BYTES), _ov(I, LIST), _ov(I, MAP)]
 
-FUNCTIONS: Final[tuple[Function, ...]] = (
+_CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
     # standard library
     _fn("size", False, 1, _size, _SIZE_OVS),
     _fn("size", True, 0, _size, _SIZE_OVS),
@@ -925,6 +926,11 @@ FUNCTIONS: Final[tuple[Function, ...]] = (
     _fn("major", True, 0, _semver_part("major"), [_ov(I, V)]),
     _fn("minor", True, 0, _semver_part("minor"), [_ov(I, V)]),
     _fn("patch", True, 0, _semver_part("patch"), [_ov(I, V)]),
+)
+
+FUNCTIONS: Final[tuple[Function, ...]] = _CORE_FUNCTIONS + tuple(
+    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost)
+    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS
 )
 
 REGISTRY: Final[Mapping[tuple[str, bool, int], Function]] = {

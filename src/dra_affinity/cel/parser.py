@@ -26,6 +26,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from . import ast as A
 from .errors import CELCompileError
+from .library_ext import NAMESPACES
 from .values import UINT64_MAX, UInt
 
 # Nesting limit. cel-go's parser defaults to 250; ours is lower because every
@@ -338,6 +339,9 @@ class _Converter:
     ) -> A.Expr:
         macro = MACROS.get((name, len(args)))
         if macro is None:
+            if isinstance(target, A.Ident) and target.name in NAMESPACES:
+                # a namespaced function of an extension library: sets.contains(a, b)
+                return A.Call(pos, f"{target.name}.{name}", None, args)
             return A.Call(pos, name, target, args)
         var = args[0]
         if not isinstance(var, A.Ident):
