@@ -1,4 +1,6 @@
-"""Comprehension macros (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) as closures.
+"""Comprehension macros (``all``, ``exists``, ``exists_one``, ``map``, ``filter`` and the
+two-variable ``all``, ``exists``, ``existsOne``, ``transformList``, ``transformMap``,
+``transformMapEntry``) as closures.
 
 Each macro is charged exactly the steps of cel-go's macro expansion: for
 ``all`` the loop condition ``@not_strictly_false(__result__)`` (2), the step
@@ -11,13 +13,14 @@ as in cel-go.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from . import ast as A
 from .errors import NO_SUCH_OVERLOAD, CELCostExceeded, CELEvalError
 from .library import nso
-from .meter import LIST_CREATE_BASE_COST, Env, Fn, Meter, charge, exceeded
-from .values import is_list, is_map, type_name
+from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST, Env, Fn, Meter, charge, exceeded
+from .values import CelMap, is_list, is_map, map_insert, type_name
 
 _MISSING: Final = object()
 
@@ -37,12 +40,38 @@ def range_items(v: Any) -> list[object] | tuple[object, ...]:
     )
 
 
-def restore(env: Env, var: str, saved: object) -> None:
-    """Put back the binding ``var`` had before the comprehension (or none)."""
-    if saved is _MISSING:
-        env.pop(var, None)
-    else:
-        env[var] = saved
+def range_pairs(v: Any) -> list[tuple[object, object]]:
+    """What a two-variable comprehension iterates: (index, element) or (key, value)."""
+    t = type(v)
+    if t is dict or is_map(v):
+        return list(v.items())
+    if t is not str and is_list(v):
+        return list(enumerate(v))
+    raise CELEvalError(
+        f"expression of type '{type_name(v)}' cannot be the range of a comprehension",
+        NO_SUCH_OVERLOAD,
+    )
+
+
+def save(env: Env, var: str, var2: str | None) -> tuple[object, object]:
+    """The bindings the comprehension variables shadow (restored by :func:`restore`)."""
+    return env.get(var, _MISSING), (env.get(var2, _MISSING) if var2 is not None else _MISSING)
+
+
+def restore(env: Env, var: str, var2: str | None, saved: tuple[object, object]) -> None:
+    """Put back the bindings the variables had before the comprehension (or none)."""
+    for name, old in ((var, saved[0]), (var2, saved[1])):
+        if name is None:
+            continue
+        if old is _MISSING:
+            env.pop(name, None)
+        else:
+            env[name] = old
+
+
+def items_of(rng: Fn, var2: str | None, env: Env, m: Meter) -> Sequence[Any]:
+    v = rng(env, m)
+    return range_items(v) if var2 is None else range_pairs(v)
 
 
 def _bad_predicate(macro: str, v: object) -> CELEvalError:
@@ -51,17 +80,17 @@ def _bad_predicate(macro: str, v: object) -> CELEvalError:
     )
 
 
-def _quantifier(rng: Fn, var: str, p: Fn, macro: str) -> Fn:
+def _quantifier(rng: Fn, var: str, var2: str | None, p: Fn, macro: str) -> Fn:
     """``all`` (stops at the first false) and ``exists`` (stops at the first true)."""
     stop = macro == A.EXISTS
     cond_cost = 3 if stop else 2
     step = cond_cost + 1
 
     def quantifier(env: Env, m: Meter) -> object:
-        items = range_items(rng(env, m))
+        items = items_of(rng, var2, env, m)
         result = not stop
         err: CELEvalError | None = None
-        saved = env.get(var, _MISSING)
+        saved = save(env, var, var2)
         try:
             for x in items:
                 if result is stop:
@@ -71,7 +100,10 @@ def _quantifier(rng: Fn, var: str, p: Fn, macro: str) -> Fn:
                 m.cost = c
                 if c > m.limit:
                     exceeded(m)
-                env[var] = x
+                if var2 is None:
+                    env[var] = x
+                else:
+                    env[var], env[var2] = x
                 try:
                     v = p(env, m)
                 except CELCostExceeded:
@@ -84,7 +116,7 @@ def _quantifier(rng: Fn, var: str, p: Fn, macro: str) -> Fn:
                 elif v is not (not stop) and err is None:
                     err = _bad_predicate(macro, v)
         finally:
-            restore(env, var, saved)
+            restore(env, var, var2, saved)
         charge(m, 1)
         if result is stop:
             return stop
@@ -95,15 +127,18 @@ def _quantifier(rng: Fn, var: str, p: Fn, macro: str) -> Fn:
     return quantifier
 
 
-def _exists_one(rng: Fn, var: str, p: Fn) -> Fn:
+def _exists_one(rng: Fn, var: str, var2: str | None, p: Fn) -> Fn:
     def exists_one(env: Env, m: Meter) -> object:
-        items = range_items(rng(env, m))
+        items = items_of(rng, var2, env, m)
         count = 0
         err: CELEvalError | None = None
-        saved = env.get(var, _MISSING)
+        saved = save(env, var, var2)
         try:
             for x in items:
-                env[var] = x
+                if var2 is None:
+                    env[var] = x
+                else:
+                    env[var], env[var2] = x
                 try:
                     v = p(env, m)
                 except CELCostExceeded:
@@ -119,7 +154,7 @@ def _exists_one(rng: Fn, var: str, p: Fn) -> Fn:
                 elif err is None:
                     err = _bad_predicate(A.EXISTS_ONE, v)
         finally:
-            restore(env, var, saved)
+            restore(env, var, var2, saved)
         charge(m, 2)
         if err is not None:
             raise err
@@ -128,17 +163,20 @@ def _exists_one(rng: Fn, var: str, p: Fn) -> Fn:
     return exists_one
 
 
-def _collect(rng: Fn, var: str, p: Fn | None, t: Fn | None, macro: str) -> Fn:
+def _collect(rng: Fn, var: str, var2: str | None, p: Fn | None, t: Fn | None, macro: str) -> Fn:
     """``map(x, t)``, ``filter(x, p)`` and ``map(x, p, t)``: a list built element by element."""
 
     def collect(env: Env, m: Meter) -> object:
-        items = range_items(rng(env, m))
+        items = items_of(rng, var2, env, m)
         charge(m, LIST_CREATE_BASE_COST)
         out: list[object] = []
-        saved = env.get(var, _MISSING)
+        saved = save(env, var, var2)
         try:
             for x in items:
-                env[var] = x
+                if var2 is None:
+                    env[var] = x
+                else:
+                    env[var], env[var2] = x
                 if p is not None:
                     v = p(env, m)
                     if v is False:
@@ -155,19 +193,59 @@ def _collect(rng: Fn, var: str, p: Fn | None, t: Fn | None, macro: str) -> Fn:
                     out.append(t(env, m))
                     charge(m, 12)
         finally:
-            restore(env, var, saved)
+            restore(env, var, var2, saved)
         charge(m, 1)
         return out
 
     return collect
 
 
+def _collect_map(rng: Fn, var: str, var2: str, p: Fn | None, t: Fn, macro: str) -> Fn:
+    """``transformMap`` (key -> t) and ``transformMapEntry`` (t is a map of entries to add)."""
+    entry = macro == A.TRANSFORM_MAP_ENTRY
+    step = 2 if entry else 3  # cel.@mapInsert(__result__, [key,] t): accumulator, (key,) call
+
+    def collect_map(env: Env, m: Meter) -> object:
+        items = items_of(rng, var2, env, m)
+        charge(m, MAP_CREATE_BASE_COST)
+        out = CelMap()
+        saved = save(env, var, var2)
+        try:
+            for x in items:
+                env[var], env[var2] = x
+                if p is not None:
+                    v = p(env, m)
+                    if v is False:
+                        charge(m, 1)
+                        continue
+                    if v is not True:
+                        nso(f"{macro}() filter", v)
+                value = t(env, m)
+                charge(m, step)
+                if not entry:
+                    map_insert(out, env[var], value)
+                elif is_map(value):
+                    for k, mv in value.items():  # type: ignore[attr-defined]
+                        map_insert(out, k, mv)
+                else:
+                    nso(f"{macro}() transform", value)
+        finally:
+            restore(env, var, var2, saved)
+        charge(m, 1)
+        return out
+
+    return collect_map
+
+
 def compile_comprehension(e: A.Comprehension, rng: Fn, pred: Fn | None, transform: Fn | None) -> Fn:
     """The closure of one comprehension node, given its compiled parts."""
     if e.macro in (A.ALL, A.EXISTS):
         assert pred is not None
-        return _quantifier(rng, e.var, pred, e.macro)
+        return _quantifier(rng, e.var, e.var2, pred, e.macro)
     if e.macro == A.EXISTS_ONE:
         assert pred is not None
-        return _exists_one(rng, e.var, pred)
-    return _collect(rng, e.var, pred, transform, e.macro)
+        return _exists_one(rng, e.var, e.var2, pred)
+    if e.macro in (A.TRANSFORM_MAP, A.TRANSFORM_MAP_ENTRY):
+        assert e.var2 is not None and transform is not None
+        return _collect_map(rng, e.var, e.var2, pred, transform, e.macro)
+    return _collect(rng, e.var, e.var2, pred, transform, e.macro)

@@ -255,6 +255,10 @@ class Estimator:
             joined = _join(sr.elem, sr.key)
             var_sz = joined if joined is not None else self.data
         inner = {**scope, e.var: var_sz}
+        if e.var2 is not None:
+            if rt == "list" and not sr.data:
+                inner[e.var] = SCALAR  # the index
+            inner[e.var2] = self.data if sr.data else self.elem_of(sr)
         cp, _ = self._est(e.pred, inner) if e.pred is not None else (0, SCALAR)
         ct, st = self._est(e.transform, inner) if e.transform is not None else (0, SCALAR)
         macro = e.macro
@@ -264,6 +268,11 @@ class Estimator:
             return cr + 1 + n * (4 + cp), SCALAR
         if macro == A.EXISTS_ONE:
             return cr + 2 + n * (cp + 2), SCALAR
+        if macro in (A.TRANSFORM_MAP, A.TRANSFORM_MAP_ENTRY):
+            # {} then per element cel.@mapInsert(__result__, [k,] t): accumulator,
+            # (key,) transform and the call; a filter costs itself when false
+            per = cp + ct + (3 if macro == A.TRANSFORM_MAP else 2)
+            return cr + MAP_CREATE_BASE_COST + 1 + n * per, Sz(n, st, inner[e.var])
         fixed = cr + LIST_CREATE_BASE_COST + 1
         if macro == A.MAP:
             return fixed + n * (ct + 12), Sz(n, st)

@@ -290,7 +290,7 @@ def object_fields(expressions: Sequence[str], var: str = "object") -> tuple[str,
                     and isinstance(e.index, Const) and type(e.index.value) is str):
                 fields.add(e.index.value)
                 continue
-            if isinstance(e, Comprehension) and e.var == var:
+            if isinstance(e, Comprehension) and var in (e.var, e.var2):
                 return None
             stack.extend(children(e))
     return tuple(sorted(fields))

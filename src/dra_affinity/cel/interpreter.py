@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from . import ast as A
 from .comprehensions import compile_comprehension
 from .errors import (
-    INVALID_ARGUMENT,
     NO_SUCH_OVERLOAD,
     CELCompileError,
     CELCostExceeded,
@@ -42,7 +41,7 @@ from .meter import (
     select_field,
 )
 from .operators import BINARY, UNARY, BinaryOp, eq_op, index_value
-from .values import TYPE_IDENTIFIERS, CelMap, ConstList, canon_key, type_name
+from .values import TYPE_IDENTIFIERS, CelMap, ConstList, canon_key, map_insert, type_name
 
 __all__ = [
     "LIST_CREATE_BASE_COST",
@@ -429,20 +428,9 @@ class Compiler:
 
         def map_lit(env: Env, m: Meter) -> object:
             out = CelMap()
-            canon = out.canon
             for kf, vf in entries:
                 k = kf(env, m)
-                v = vf(env, m)
-                ck = canon_key(k) if type(k) is not float else None
-                if ck is None:
-                    raise CELEvalError(f"unsupported map key type: {type_name(k)}", INVALID_ARGUMENT)
-                if ck in canon:
-                    raise CELEvalError(f"map literal has repeated key: {k!r}", INVALID_ARGUMENT)
-                if ck[0] != "s" and k in out:
-                    # Python's dict cannot hold both true and 1 (or false and 0).
-                    raise CELEvalError(f"map literal keys {k!r} and {canon_key(k)!r} collide", INVALID_ARGUMENT)
-                canon[ck] = k
-                out[k] = v
+                map_insert(out, k, vf(env, m))
             charge(m, MAP_CREATE_BASE_COST)
             return out
 
@@ -452,7 +440,7 @@ class Compiler:
 
     def _c_Comprehension(self, e: A.Comprehension, scope: frozenset[str]) -> Fn:
         rng = self.compile(e.range, scope)
-        inner = scope | {e.var}
+        inner = scope | {e.var} | ({e.var2} if e.var2 is not None else set())
         pred = self.compile(e.pred, inner) if e.pred is not None else None
         transform = self.compile(e.transform, inner) if e.transform is not None else None
         return compile_comprehension(e, rng, pred, transform)

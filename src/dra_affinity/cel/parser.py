@@ -52,6 +52,18 @@ MACROS: Final = {
     ("map", 3): A.MAP_FILTER,
     ("filter", 2): A.FILTER,
 }
+# Two-variable macros: (kind, whether the third argument is a filter when four are given).
+MACROS2: Final = {
+    ("all", 3): A.ALL,
+    ("exists", 3): A.EXISTS,
+    ("existsOne", 3): A.EXISTS_ONE,
+    ("transformList", 3): A.MAP,
+    ("transformList", 4): A.MAP_FILTER,
+    ("transformMap", 3): A.TRANSFORM_MAP,
+    ("transformMap", 4): A.TRANSFORM_MAP,
+    ("transformMapEntry", 3): A.TRANSFORM_MAP_ENTRY,
+    ("transformMapEntry", 4): A.TRANSFORM_MAP_ENTRY,
+}
 
 _UNIT: Final = frozenset(
     {
@@ -337,6 +349,9 @@ class _Converter:
     def _member_call(
         self, pos: int, target: A.Expr, name: str, args: tuple[A.Expr, ...], tok: Token
     ) -> A.Expr:
+        macro2 = MACROS2.get((name, len(args)))
+        if macro2 is not None:
+            return self._two_var(pos, target, name, macro2, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
             if isinstance(target, A.Ident) and target.name in NAMESPACES:
@@ -351,6 +366,27 @@ class _Converter:
         if macro == A.MAP_FILTER:
             return A.Comprehension(pos, macro, target, var.name, args[1], args[2])
         return A.Comprehension(pos, macro, target, var.name, args[1], None)
+
+    @staticmethod
+    def _two_var(
+        pos: int, target: A.Expr, name: str, macro: str, args: tuple[A.Expr, ...]
+    ) -> A.Expr:
+        v1, v2 = args[0], args[1]
+        for v in (v1, v2):
+            if not isinstance(v, A.Ident):
+                raise CELCompileError(f"{name}() macro: argument must be a simple name", v.pos)
+        assert isinstance(v1, A.Ident) and isinstance(v2, A.Ident)
+        if v1.name == v2.name:
+            raise CELCompileError(
+                f"{name}() macro: duplicate variable name '{v1.name}'", v2.pos
+            )
+        if macro in (A.ALL, A.EXISTS, A.EXISTS_ONE):
+            pred, transform = args[2], None
+        elif len(args) == 4:
+            pred, transform = args[2], args[3]
+        else:
+            pred, transform = None, args[2]
+        return A.Comprehension(pos, macro, target, v1.name, pred, transform, v2.name)
 
 
 # -- literals -------------------------------------------------------------
