@@ -66,6 +66,8 @@ DEFAULT_CONTROLLERS = "*,-node-lifecycle-controller"
 SERVICE_CIDR = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 STATE_FILE = "state.json"
+#: The client picks JSON Patch for PATCH bodies unless told otherwise; helpers send merge patches.
+MERGE_PATCH = "application/merge-patch+json"
 ADMIN_KUBECONFIG = "admin.kubeconfig"
 
 _PR_SET_PDEATHSIG = 1
@@ -824,7 +826,7 @@ def create_ready_node(
             ],
         }
     }
-    return core.patch_node_status(name, status)
+    return core.patch_node_status(name, status, _content_type=MERGE_PATCH)
 
 
 def raw_request(

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from controlplane import (
     BINARIES,
+    MERGE_PATCH,
     STATE_FILE,
     ControlPlane,
     ControlPlaneError,
@@ -395,7 +396,9 @@ def test_secondary_scheduler_can_allocate_reserve_and_bind(
             "reservedFor": [{"resource": "pods", "name": "worker", "uid": pod.metadata.uid}],
         }
     }
-    resource.patch_namespaced_resource_claim_status(claim.metadata.name, namespace, status)
+    resource.patch_namespaced_resource_claim_status(
+        claim.metadata.name, namespace, status, _content_type=MERGE_PATCH
+    )
     stored = resource.read_namespaced_resource_claim(claim.metadata.name, namespace)
     (result,) = stored.status.allocation.devices.results
     assert (result.request, result.driver, result.pool, result.device) == (
@@ -433,7 +436,9 @@ def test_reserved_for_without_allocation_is_rejected(
         "status": {"reservedFor": [{"resource": "pods", "name": "worker", "uid": pod.metadata.uid}]}
     }
     with pytest.raises(ApiException) as err:
-        resource.patch_namespaced_resource_claim_status(claim.metadata.name, namespace, status)
+        resource.patch_namespaced_resource_claim_status(
+            claim.metadata.name, namespace, status, _content_type=MERGE_PATCH
+        )
     assert err.value.status == 422
     assert "status.reservedFor" in _message(err.value)
     stored = resource.read_namespaced_resource_claim(claim.metadata.name, namespace)
