@@ -67,9 +67,12 @@ def simulate(file: str, output: str, scoring: str) -> None:
     from dra_affinity.sim.runner import Simulation
     from dra_affinity.sim.scenario import load_scenario
 
+    from dra_affinity.progress import spinner
+
     try:
-        sc = load_scenario(file)
-        sim = Simulation(sc, scoring)
+        with spinner(f"loading {file}"):  # stderr, terminal only: parsing and initial objects
+            sc = load_scenario(file)
+            sim = Simulation(sc, scoring)
     except ManifestError as e:
         _fail_input(e)
     steps = sc.spec.steps
