@@ -217,7 +217,7 @@ def test_documented_command_works(cmd: Command, repo_copy: Path) -> None:
 def test_every_page_has_runnable_commands() -> None:
     """A page whose commands were all moved out of sh/console blocks would pass vacuously."""
     pages = {c.page for c in ALL}
-    missing = [p for p in PAGES if p not in pages and p not in ("docs/decisions.md",)]
+    missing = [p for p in PAGES if p not in pages and p not in ("docs/decisions.md", "docs/cel.md")]
     assert not missing, f"pages without a runnable command: {missing}"
 
 
