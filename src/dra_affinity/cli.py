@@ -64,10 +64,9 @@ def simulate(file: str, output: str, scoring: str) -> None:
     Example:
       dra-affinity simulate examples/story-3-subnet.yaml --output json
     """
+    from dra_affinity.progress import spinner
     from dra_affinity.sim.runner import Simulation
     from dra_affinity.sim.scenario import load_scenario
-
-    from dra_affinity.progress import spinner
 
     try:
         with spinner(f"loading {file}"):  # stderr, terminal only: parsing and initial objects
