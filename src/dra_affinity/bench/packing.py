@@ -59,6 +59,7 @@ from typing import Any
 
 from dra_affinity.bench.throughput import build_cluster
 from dra_affinity.features import Features
+from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import (
     DRIVER,
@@ -235,7 +236,7 @@ def run_policy(spec: WorkloadSpec, evs: Sequence[Event], scoring: str) -> Policy
     """Replay ``evs`` through a fresh cluster and scheduler with ``scoring``."""
     t0 = time.process_time()
     cluster = build_cluster(spec)
-    sched = Scheduler(cluster, Features(), node_index=True,
+    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(),
                       scoring=scoring)
     sched.start()
     state = sched.state

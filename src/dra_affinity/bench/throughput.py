@@ -23,6 +23,7 @@ from typing import Any
 
 from dra_affinity.features import Features
 from dra_affinity.progress import PhaseReport
+from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import (
@@ -74,7 +75,7 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
     gc.collect()
     t_build = time.perf_counter()
     cluster = build_cluster(spec, progress)
-    sched = Scheduler(cluster, Features(), node_index=True)
+    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
     sched.start()
     # Tune the cyclic GC as a long-running Python scheduler would: the cluster built so far
     # lives for the whole run (freeze it), and full collections over a heap of ~10^5 pods
