@@ -24,8 +24,8 @@ const shareIDPresent = "<present>"
 type allocateRequest struct {
 	// Features are the allocator features (structured.Features; field names
 	// match case-insensitively, e.g. "consumableCapacity").
-	Features structured.Features `json:"features"`
-	Node     *v1.Node            `json:"node"`
+	Features structured.Features          `json:"features"`
+	Node     *v1.Node                     `json:"node"`
 	Slices   []*resourceapi.ResourceSlice `json:"slices"`
 	Classes  []*resourceapi.DeviceClass   `json:"classes"`
 	// Claims are allocated together, in this order.

@@ -49,8 +49,8 @@ type celRequest struct {
 
 // deviceInput is a device as published in a ResourceSlice, plus its driver.
 type deviceInput struct {
-	Driver                   string                                                   `json:"driver"`
-	AllowMultipleAllocations *bool                                                    `json:"allowMultipleAllocations"`
+	Driver                   string                                                    `json:"driver"`
+	AllowMultipleAllocations *bool                                                     `json:"allowMultipleAllocations"`
 	Attributes               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute `json:"attributes"`
 	Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity  `json:"capacity"`
 }
