@@ -26,6 +26,13 @@ if [[ -x "$bin" ]]; then
   exit 0
 fi
 mkdir -p "$dir"
+# Concurrent callers (parallel test workers) wait for one build.
+exec 9>"$dir/.lock"
+flock 9
+if [[ -x "$bin" ]]; then
+  echo "$bin"
+  exit 0
+fi
 tmp="$(mktemp "$dir/.oracle.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
 # -mod=readonly: go.sum is committed and must already be complete.

@@ -260,3 +260,93 @@ CEL_KNOWN: list[Known] = [
         ESTIMATE,
     ),
 ]
+
+
+def _tagged(*tags: str) -> object:
+    def where(f: Finding) -> bool:
+        return all(t in f.attrs["tags"] for t in tags)
+
+    return where
+
+
+ALLOCATE_KINDS = frozenset({
+    "outcome:allocated->unschedulable", "outcome:allocated->error",
+    "outcome:unschedulable->allocated", "outcome:unschedulable->error",
+    "outcome:error->allocated", "outcome:error->unschedulable",
+    "outcome:rejected->allocated", "outcome:rejected->unschedulable", "outcome:rejected->error",
+    "devices", "capacity",
+})
+
+
+
+def _ours_matched_a_missing_attribute(f: Finding) -> bool:
+    """Ours allocated a device lacking the attribute a matchAttribute constraint names."""
+    ours = f.attrs["ours"]
+    if ours.outcome != "allocated":
+        return False
+    problem = f.attrs["problem"]
+    devices = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]): d
+               for s in problem["slices"] for d in s["spec"].get("devices", [])}
+    for claim, chosen in zip(problem["claims"], ours.allocations, strict=True):
+        for c in claim["spec"]["devices"].get("constraints", []):
+            attr = c.get("matchAttribute")
+            if not attr:
+                continue
+            domain, _, name = attr.partition("/")
+            applies = set(c.get("requests") or [])
+            for request, driver, pool, device, *_ in chosen:
+                if applies and request.split("/")[0] not in applies:
+                    continue
+                attrs = devices[(driver, pool, device)].get("attributes", {})
+                if attr not in attrs and not (driver == domain and name in attrs):
+                    return True
+    return False
+
+
+ALLOCATE_KNOWN: list[Known] = [
+    Known(
+        "incomplete pools",
+        "Upstream (1.35+) allocates nothing from a pool whose current generation has fewer "
+        "slices published than resourceSliceCount, and fails a request with allocationMode "
+        "All on such a pool with an error ('currently being updated'); ours allocates from "
+        "the published slices (only sharing-affinity devices are held back) and reports All "
+        "as unschedulable.",
+        ALLOCATE_KINDS,
+        where=_tagged("incomplete"),
+    ),
+    Known(
+        "selectors reading another driver's attributes",
+        "A request selector that reads `device.attributes['<domain>']` on a device of another "
+        "driver: upstream's activation answers an empty map for an unknown domain (so the "
+        "failure, if any, is a missing attribute of that map, and `has()` is false), ours "
+        "fails with 'no such key: <domain>' (see the CEL suite's 'unknown attribute or "
+        "capacity domain'); which device hits the error first also decides the outcome.",
+        ALLOCATE_KINDS,
+        where=_tagged("unguarded-selector"),
+    ),
+    Known(
+        "allocationMode All with consumable capacity",
+        "allocationMode All on devices that allow multiple allocations: upstream takes every "
+        "matching device, each with a share of its capacity, and errors when a matched "
+        "device cannot take the share; ours treats such devices differently (unschedulable "
+        "where upstream errors or allocates, and the reverse).",
+        ALLOCATE_KINDS,
+        where=_tagged("mode.All", "consumable"),
+    ),
+    Known(
+        "distinctAttribute ignored",
+        "Our allocator ignores distinctAttribute constraints today: it may allocate devices "
+        "sharing the attribute value (upstream: unschedulable) or pick a different device.",
+        ALLOCATE_KINDS,
+        where=_tagged("distinctAttribute"),
+    ),
+    Known(
+        "matchAttribute on a device without the attribute",
+        "Upstream treats a device lacking the attribute a matchAttribute constraint names as "
+        "not satisfying the constraint; ours lets it through (it matches nothing against "
+        "nothing), so ours allocates where upstream is unschedulable or picks another "
+        "subrequest.",
+        ALLOCATE_KINDS,
+        where=_ours_matched_a_missing_attribute,
+    ),
+]

@@ -173,3 +173,122 @@ def cel_oracle_outcome(answer: Mapping[str, Any]) -> CelOutcome:
                           cost=answer.get("cost"))
     return CelOutcome("value", value=tag_oracle(answer["value"]), estimate=estimate,
                       cost=answer.get("cost"))
+
+
+# ============================================================== allocation
+
+# A device choice: (request, driver, pool, device, has a share ID, consumed capacity).
+Choice = tuple[str, str, str, str, bool, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True)
+class AllocOutcome:
+    """One side's answer to an allocation problem, normalized.
+
+    ``outcome``: ``allocated``, ``unschedulable``, ``error`` (the allocator
+    refused the input, e.g. a failing CEL selector) or ``rejected`` (our API
+    validation refused an object; upstream has no such step here).
+    ``allocations``: per claim, in claim order, the chosen devices in result
+    order. Quantities are compared by exact value.
+    """
+
+    outcome: str
+    allocations: tuple[tuple[Choice, ...], ...] = ()
+    message: str = ""
+
+
+def _exact(q: object) -> str:
+    return str(Quantity.parse(str(q)).value)
+
+
+def _choice(r: Mapping[str, Any]) -> Choice:
+    consumed = tuple(sorted((k, _exact(v)) for k, v in (r.get("consumedCapacity") or {}).items()))
+    return (r["request"], r["driver"], r["pool"], r["device"], bool(r.get("shareID")), consumed)
+
+
+def alloc_oracle_outcome(answer: Mapping[str, Any]) -> AllocOutcome:
+    """The oracle's answer to an ``allocate`` request -> :class:`AllocOutcome`."""
+    if answer["outcome"] != "allocated":
+        return AllocOutcome(answer["outcome"], message=answer.get("error", ""))
+    allocs = tuple(
+        tuple(_choice(r) for r in (a.get("devices") or {}).get("results") or [])
+        for a in answer["allocations"]
+    )
+    return AllocOutcome("allocated", allocs)
+
+
+def allocate_ours(problem: Mapping[str, Any]) -> AllocOutcome:
+    """Run one allocation problem (the oracle's ``allocate`` request JSON) through our scheduler.
+
+    The simplest stable path through our implementation: an in-memory cluster
+    holding the node, classes and slices; claims that already hold devices are
+    reserved by a pod bound to the node; the claims to allocate are referenced
+    by one pending pod, which the scheduler then schedules. The allocations
+    are read back from the claims' status.
+    """
+    from dra_affinity.api.core import Node, Pod
+    from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
+    from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+    from dra_affinity.sim.cluster import Cluster
+
+    node = problem["node"]["metadata"]["name"]
+    cluster = Cluster()
+
+    def apply(model: Any, body: Mapping[str, Any]) -> str | None:
+        try:
+            obj = model.model_validate(body)
+        except ValueError as e:
+            return f"{body.get('kind')} {body.get('metadata', {}).get('name')}: {e}"
+        res = cluster.apply(obj)
+        if not res.applied:
+            return "; ".join(e.render() for e in res.errors)
+        return None
+
+    def pod(name: str, claims: list[str], bound: bool) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "resourceClaims": [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)],
+            "containers": [{"name": "app", "image": "x"}]}
+        if bound:
+            spec["nodeName"] = node
+        else:  # the problem is about this one node
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec}
+
+    objects: list[tuple[Any, Mapping[str, Any]]] = [(Node, problem["node"])]
+    objects += [(DeviceClass, c) for c in problem["classes"]]
+    objects += [(ResourceSlice, s) for s in problem["slices"]]
+    held = problem.get("allocatedClaims") or []
+    for c in held:
+        status = dict(c["status"])
+        status["reservedFor"] = [{"resource": "pods", "name": "holder", "uid": "uid-holder"}]
+        objects.append((ResourceClaim, {**c, "status": status}))
+    if held:
+        objects.append((Pod, pod("holder", [c["metadata"]["name"] for c in held], True)))
+    objects += [(ResourceClaim, c) for c in problem["claims"]]
+    names = [c["metadata"]["name"] for c in problem["claims"]]
+    objects.append((Pod, pod("pending", names, False)))
+    for model, body in objects:
+        err = apply(model, body)
+        if err is not None:
+            return AllocOutcome("rejected", message=err)
+
+    scheduler = Scheduler(cluster, FeatureGates.from_mapping({}))
+    scheduler.start()
+    try:
+        attempt = scheduler.schedule("default/pending")
+    finally:
+        scheduler.stop()
+    result = attempt.result.value
+    if result == "Error":
+        return AllocOutcome("error", message=attempt.message)
+    if result != "Scheduled":
+        return AllocOutcome("unschedulable", message=attempt.message)
+    allocs = []
+    for name in names:
+        claim = cluster.claim(f"default/{name}")
+        assert claim is not None and claim.status.allocation is not None, name
+        rows = [r.model_dump(by_alias=True, exclude_none=True, mode="json")
+                for r in claim.status.allocation.devices.results]
+        allocs.append(tuple(_choice(r) for r in rows))
+    return AllocOutcome("allocated", tuple(allocs))
