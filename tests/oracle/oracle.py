@@ -13,6 +13,7 @@ already cached). Without a Go toolchain the oracle suites skip, except when the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -130,7 +131,9 @@ class Oracle:
     def close(self) -> None:
         """Close stdin and wait for the process to exit."""
         if self._proc.stdin is not None and not self._proc.stdin.closed:
-            self._proc.stdin.close()
+            # BrokenPipeError: the process is gone already; nothing to flush to.
+            with contextlib.suppress(BrokenPipeError):
+                self._proc.stdin.close()
         try:
             self._proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
