@@ -336,7 +336,8 @@ ALLOCATE_KNOWN: list[Known] = [
     Known(
         "distinctAttribute ignored",
         "Our allocator ignores distinctAttribute constraints today: it may allocate devices "
-        "sharing the attribute value (upstream: unschedulable) or pick a different device.",
+        "sharing the attribute value, or a device lacking the attribute (upstream rejects "
+        "both: unschedulable), or pick a different device.",
         ALLOCATE_KINDS,
         where=_tagged("distinctAttribute"),
     ),
