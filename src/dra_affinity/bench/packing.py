@@ -57,10 +57,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dra_affinity.allocator.model import Result
 from dra_affinity.bench.throughput import build_cluster
-from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
-from dra_affinity.scheduler.state import AffinityKeys, AffinityStatus
+from dra_affinity.features import Features
+from dra_affinity.scheduler.fastpath import FastPaths
+from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import (
     DRIVER,
     SLOTS,
@@ -72,6 +72,8 @@ from dra_affinity.sim.workload import (
     stream,
     zipf_weights,
 )
+from dra_affinity.structured.model import Result
+from dra_affinity.structured.state import AffinityKeys, AffinityStatus
 
 Event = Arrival | Departure
 
@@ -234,7 +236,7 @@ def run_policy(spec: WorkloadSpec, evs: Sequence[Event], scoring: str) -> Policy
     """Replay ``evs`` through a fresh cluster and scheduler with ``scoring``."""
     t0 = time.process_time()
     cluster = build_cluster(spec)
-    sched = Scheduler(cluster, FeatureGates(DRASharingAffinity=True), node_index=True,
+    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(),
                       scoring=scoring)
     sched.start()
     state = sched.state

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from dra_affinity.allocator.model import Result
-from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+from dra_affinity.features import Features
+from dra_affinity.scheduler.fastpath import FastPaths
+from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import (
     Arrival,
@@ -32,6 +33,7 @@ from dra_affinity.sim.workload import (
     slices,
     stream,
 )
+from dra_affinity.structured.model import Result
 
 
 def build_cluster(spec: WorkloadSpec) -> Cluster:
@@ -64,7 +66,7 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
     gc.collect()
     t_build = time.perf_counter()
     cluster = build_cluster(spec)
-    sched = Scheduler(cluster, FeatureGates(DRASharingAffinity=True), node_index=True)
+    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
     sched.start()
     # Tune the cyclic GC as a long-running Python scheduler would: the cluster built so far
     # lives for the whole run (freeze it), and full collections over a heap of ~10^5 pods
@@ -228,7 +230,7 @@ def run_lockstep(specs: list[WorkloadSpec], chunk: int = LOCKSTEP_CHUNK) -> list
 
 def lock_state_bytes(devices: int = 1000, keys: int = 2) -> int:
     """Bytes held by AffinityStates for ``devices`` locked devices (tracemalloc)."""
-    from dra_affinity.scheduler.state import AffinityState, AffinityStatus
+    from dra_affinity.structured.state import AffinityState, AffinityStatus
 
     tracemalloc.start()
     before = tracemalloc.take_snapshot()

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from dra_affinity.scheduler.state import AllocatedState
+from dra_affinity.structured.state import AllocatedState
 
 # Signatures tracked at once; an evicted one simply starts over from the first node.
 MAX_SIGNATURES = 512

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dra_affinity.scheduler import state as state_mod
-from dra_affinity.scheduler.state import CLEAN, AffinityStatus, AllocatedState, Share
+from dra_affinity.structured import state as state_mod
+from dra_affinity.structured.state import CLEAN, AffinityStatus, AllocatedState, Share
 
 A = (("subnet", "a"),)
 B = (("subnet", "b"),)

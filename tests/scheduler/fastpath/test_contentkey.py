@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dra_affinity.allocator.model import PoolInfo
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.cel import ConfigObject, Extractor, OutcomeKind, extract
 from dra_affinity.cel.extract import object_fields
-from dra_affinity.scheduler.extraction import content_key
+from dra_affinity.scheduler.fastpath.contentkey import content_key
+from dra_affinity.structured.model import PoolInfo
 
 DRIVER = "drv.example.com"
 # Reads the whole object (size() of it): every part of the content counts.

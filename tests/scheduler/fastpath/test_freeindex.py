@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dra_affinity.scheduler.freeindex import FreeIndex, _union
+from dra_affinity.scheduler.fastpath.freeindex import FreeIndex, _union
 
 lists_st = st.lists(st.sets(st.integers(min_value=0, max_value=200), max_size=30), max_size=5)
 
