@@ -228,7 +228,8 @@ def allocate_ours(problem: Mapping[str, Any]) -> AllocOutcome:
     """
     from dra_affinity.api.core import Node, Pod
     from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
-    from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+    from dra_affinity.features import Features
+    from dra_affinity.scheduler.scheduler import Scheduler
     from dra_affinity.sim.cluster import Cluster
 
     node = problem["node"]["metadata"]["name"]
@@ -273,7 +274,7 @@ def allocate_ours(problem: Mapping[str, Any]) -> AllocOutcome:
         if err is not None:
             return AllocOutcome("rejected", message=err)
 
-    scheduler = Scheduler(cluster, FeatureGates.from_mapping({}))
+    scheduler = Scheduler(cluster, Features.parse(scheduler={}))
     scheduler.start()
     try:
         attempt = scheduler.schedule("default/pending")
