@@ -37,9 +37,12 @@ Lower bound (:func:`lower_bound_timeline`)
     policy that only chooses where a pod lands (and never moves running pods)
     can follow it exactly: departures leave values spread over more devices than
     they need. ``reference.bestFitModel`` (a model of an idealised placement-only
-    policy, no scheduler) shows how much of the gap that accounts for, and
-    ``reference.clairvoyantModel`` (the same, told every pod's departure time) how
-    much of it knowing lifetimes could close.
+    policy, no scheduler) and ``reference.clairvoyantModel`` (the same, told every
+    pod's departure time) are greedy rules. ``reference.offline``
+    (:mod:`dra_affinity.bench.packing.offline`) is a schedule searched with the
+    whole stream known that still never moves a pod: what placement alone can
+    reach. A policy's distance to it is the online gap; its distance to the bound
+    is the price of never moving pods.
 """
 
 from __future__ import annotations
