@@ -73,12 +73,15 @@ class Simulation:
         action = step.action
         if action == "schedule":
             assert step.schedule is not None
+            self.cluster.sync_template_claims(_pod_key(step.schedule))
             a = self.scheduler.schedule(_pod_key(step.schedule), fail_bind=bool(step.fail_bind),
                                         fail_prepare=bool(step.fail_prepare))
             exp = step.expect if not isinstance(step.expect, list) else None
             self.steps.append(self._attempt_entry(i, "schedule", a, exp))
         elif action == "scheduleConcurrently":
             pods = [_pod_key(p) for p in step.schedule_concurrently or []]
+            for p in pods:
+                self.cluster.sync_template_claims(p)
             many = step.expect
             for j, a in enumerate(self.scheduler.schedule_concurrently(pods)):
                 e = many[j] if isinstance(many, list) else many

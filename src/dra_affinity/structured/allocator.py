@@ -18,11 +18,20 @@ import hashlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from dra_affinity.api.quantity import Quantity
 from dra_affinity.cel import ExtractionResult, OutcomeKind
 from dra_affinity.structured import reasons as R
+from dra_affinity.structured.affinity import (
+    CLEAN,
+    AffinityKeys,
+    AffinityStatus,
+    Lock,
+    check_lock,
+    pool_gate,
+    unknown_message,
+)
 from dra_affinity.structured.capacity import CapacityRequestError, fits, plan_consumption
 from dra_affinity.structured.model import (
     Abort,
@@ -33,13 +42,10 @@ from dra_affinity.structured.model import (
     Reason,
     Result,
 )
-from dra_affinity.structured.state import (
-    CLEAN,
-    AffinityKeys,
-    AffinityStatus,
-    AllocatedState,
-    Number,
-)
+from dra_affinity.structured.state import AllocatedState, Number
+
+if TYPE_CHECKING:
+    from dra_affinity.structured.experiments import Hooks
 
 # Upper bound on device placements tried per node and pod: backtracking is
 # exponential in the worst case, and a Filter call must always return.
@@ -78,8 +84,6 @@ class ClaimSpec:
     requests: tuple[ClaimRequest, ...]
     # (request names, or () for all; qualified attribute name)
     constraints: tuple[tuple[tuple[str, ...], str], ...] = ()
-    # Experiment (KEP SharingStrategy NeverSetLock): only join devices already locked.
-    never_set_lock: bool = False
 
 
 ExtractFn = Callable[[ClaimSpec, RequestSpec, PoolInfo], ExtractionResult]
@@ -133,6 +137,7 @@ class NodeAllocator:
         counters: Counters | None = None,
         plan_cache: dict[tuple[str, tuple[tuple[str, Quantity], ...]], dict[str, Quantity] | str]
         | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.node = node
         self.devices = devices
@@ -141,6 +146,7 @@ class NodeAllocator:
         self.extract = extract
         self.selector_matches = selector_matches
         self.order = order
+        self.hooks = hooks  # experiments; None on the stable path
         self.counters = counters if counters is not None else Counters()
         # Consumption plans depend only on (device, request capacity): shareable across attempts.
         self.plan_cache = plan_cache if plan_cache is not None else {}
@@ -314,23 +320,9 @@ class NodeAllocator:
     def _viable(self, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> PlannedShare | None:
         """Check one device for one (sub)request given the partial allocation."""
         pi = d.pool_info
-        if pi.invalid_reason:
-            self._reject(d, R.POOL_INVALID, lambda: f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}")
-            return None
-        if pi.declares_sharing_affinity and not self.affinity_enabled:
-            self._reject(d, R.AFFINITY_FEATURE_DISABLED,
-                         lambda: f"device {d.id}: pool {pi.driver}/{pi.name} declares sharingAffinity but "
-                         "the DRASharingAffinity feature gate is disabled in the scheduler")
-            return None
-        if d.multi and self.affinity_enabled and pi.incomplete_reason:
-            # The missing slice may be the pool's metadata slice: fail closed.
-            self._reject(d, R.AFFINITY_POOL_INCOMPLETE,
-                         lambda: f"device {d.id}: {pi.incomplete_reason}")
-            return None
-        if d.gated and pi.affinity_invalid_reason:
-            self._reject(d, R.AFFINITY_INVALID_POOL,
-                         lambda: f"device {d.id}: pool {pi.driver}/{pi.name} is invalid for sharing "
-                         f"affinity: {pi.affinity_invalid_reason}")
+        gate = pool_gate(d, self.affinity_enabled)
+        if gate is not None:
+            self._reject(d, *gate)
             return None
 
         # 1. capacity (KEP-5075)
@@ -381,13 +373,8 @@ class NodeAllocator:
         reused = False
         if d.gated and self.affinity_enabled:
             st = self.state.affinity_states.get(d.id, CLEAN)
-            status = st.status
-            if status is AffinityStatus.UNRECONSTRUCTABLE:
-                self._reject(d, R.AFFINITY_UNRECONSTRUCTABLE,
-                             lambda: f"device {d.id} has unknown affinity state due to legacy or invalid "
-                             f"active claims ({st.reason})" if st.reason else
-                             f"device {d.id} has unknown affinity state due to legacy or invalid "
-                             "active claims")
+            if st.status is AffinityStatus.UNRECONSTRUCTABLE:
+                self._reject(d, R.AFFINITY_UNRECONSTRUCTABLE, lambda: unknown_message(d, st))
                 return None
             res = self.extract(claim, alt, pi)
             if res.kind is not OutcomeKind.OK:
@@ -400,33 +387,30 @@ class NodeAllocator:
                                  f"{res.message} (device {d.id} filtered)")
                     return None
             keys = res.keys
+            assert keys is not None
             picked = self._p.keys
             pending = picked.get(d.id) if picked else None
-            if pending is not None and pending != keys:
-                self._reject(d, R.AFFINITY_LOCK_MISMATCH,
-                             lambda: f"device {d.id} is picked for another request of this pod with "
-                             f"affinity {dict(pending)}, request {alt.name} needs {dict(keys)}")
-                return None
-            if status is AffinityStatus.LOCKED:
-                lock = st.locked_affinity
-                if lock is not keys and lock != keys:  # (identity first: keys are shared)
+            verdict = check_lock(st, keys, pending)
+            if verdict is Lock.MISMATCH:
+                if pending is not None and st.status is AffinityStatus.CLEAN:
+                    self._reject(d, R.AFFINITY_LOCK_MISMATCH,
+                                 lambda: f"device {d.id} is picked for another request of this pod with "
+                                 f"affinity {dict(pending)}, request {alt.name} needs {dict(keys)}")
+                else:
                     self._reject(d, R.AFFINITY_LOCK_MISMATCH,
                                  lambda: f"device {d.id} is locked to incompatible affinity values "
                                  f"{st.lock_dict()}; claim {claim.key} request {alt.name} "
                                  f"needs {dict(keys)}")
-                    return None
-                reused = True
-            elif claim.never_set_lock and pending is None:
-                self._reject(d, R.AFFINITY_NEVER_SET_LOCK,
-                             lambda: f"device {d.id} is clean and claim {claim.key} is NeverSetLock: "
-                             f"it may only join a device already locked to {dict(keys)}")
                 return None
-        preferred = None
-        if d.multi and pi.preferred_extractors and self.affinity_enabled:
-            pref = getattr(self.extract, "preferred", None)
-            preferred = pref(claim, alt, pi) if pref is not None else None
+            reused = verdict is Lock.MATCH and st.status is AffinityStatus.LOCKED
+            if verdict is Lock.CLEAN and self.hooks is not None:
+                veto = self.hooks.veto_clean(d, claim, alt, keys)
+                if veto is not None:
+                    self._reject(d, *veto)
+                    return None
+        soft = self.hooks.soft_keys(d, claim, alt) if self.hooks is not None else None
         return PlannedShare(claim.key, alt.name, d, share_id, consumed, keys,
-                            exclusive=not d.multi, reused_lock=reused, preferred=preferred)
+                            exclusive=not d.multi, reused_lock=reused, preferred=soft)
 
     def _check_fatal(self, res: ExtractionResult, d: DeviceInfo, claim: ClaimSpec,
                      alt: RequestSpec) -> None:
@@ -475,10 +459,6 @@ def _merged(a: Mapping[str, Number], b: Mapping[str, Number] | None) -> Mapping[
     for k, v in b.items():
         out[k] = out.get(k, 0) + v
     return out
-
-
-def _fmt(n: Number) -> str:
-    return str(Quantity(Fraction(n)))
 
 
 def _attribute(d: DeviceInfo, qualified: str) -> object:

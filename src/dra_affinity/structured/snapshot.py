@@ -12,24 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dra_affinity.api.resource import Device, ResourceSlice
+from dra_affinity.structured.experiments import split_preferred
 from dra_affinity.structured.model import DeviceInfo, PoolID, PoolInfo
 from dra_affinity.structured.nodes import node_selector_matches
 from dra_affinity.structured.pools import Pool, gather_pools
 
-# Experiment: a metadata slice may mark some of its keys preferred (comma-separated).
-PREFERRED_KEYS_ANNOTATION = "sharing.dra-affinity.io/preferred-keys"
-
 
 def pool_info(p: Pool, preferred_keys: bool = False) -> PoolInfo:
+    """The allocator's view of a gathered pool (with the preferred-keys experiment on,
+    its preferred extractors set apart)."""
     meta = tuple(s.metadata.name for s in p.slices if s.spec.sharing_affinity)
-    soft: set[str] = set()
-    if preferred_keys:
-        for s in p.slices:
-            if s.spec.sharing_affinity:
-                raw = s.metadata.annotations.get(PREFERRED_KEYS_ANNOTATION, "")
-                soft |= {k.strip() for k in raw.split(",") if k.strip()}
-    required = tuple(e for e in p.extractors if e.name not in soft)
-    preferred = tuple(e for e in p.extractors if e.name in soft)
+    required, preferred = split_preferred(p) if preferred_keys else (p.extractors, ())
     return PoolInfo(
         driver=p.driver,
         name=p.name,

@@ -10,44 +10,40 @@ is also what preemption's AddPod/RemovePod (KEP-5690) call.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from dra_affinity.api.quantity import Quantity
+from dra_affinity.structured.affinity import (
+    CLEAN,
+    AffinityKeys,
+    AffinityState,
+    AffinityStatus,
+    Lock,
+    check_lock,
+)
+
+__all__ = [
+    "CLEAN",
+    "AffinityKeys",
+    "AffinityState",
+    "AffinityStatus",
+    "AllocatedState",
+    "ClaimKey",
+    "DeviceID",
+    "DeviceUsage",
+    "Number",
+    "Share",
+    "clone_state",
+]
 
 Number = int | Fraction
 
 DeviceID = str  # "<driver>/<pool>/<device>", as Kubernetes' DeviceID prints
 ClaimKey = str  # "<namespace>/<name>"
-AffinityKeys = tuple[tuple[str, str], ...]  # sorted (key, value) pairs: hashable, comparable
 
 
-class AffinityStatus(enum.IntEnum):
-    """KEP-5981 ``AffinityStatus``. The zero value is Clean, so absence means Clean."""
-
-    CLEAN = 0
-    LOCKED = 1
-    UNRECONSTRUCTABLE = 2
-
-    @property
-    def label(self) -> str:
-        return ("Clean", "Locked", "Unreconstructable")[self.value]
-
-
-@dataclass(frozen=True)
-class AffinityState:
-    status: AffinityStatus = AffinityStatus.CLEAN
-    # Set only when Locked (KEP: nil for Clean and Unreconstructable).
-    locked_affinity: AffinityKeys | None = None
-    reason: str = ""  # why Unreconstructable, for diagnostics
-
-    def lock_dict(self) -> dict[str, str]:
-        return dict(self.locked_affinity or ())
-
-
-CLEAN = AffinityState()
 LOCKED_STATES_MAX = 65536
 _EMPTY: Mapping[str, Number] = {}
 
@@ -130,16 +126,6 @@ class AllocatedState:
     def devices(self) -> Iterable[DeviceID]:
         return self.usage.keys()
 
-    def counts(self) -> tuple[int, int]:
-        """(locked, unreconstructable) device counts, for the gauges."""
-        locked = unrec = 0
-        for st in self.affinity_states.values():
-            if st.status is AffinityStatus.LOCKED:
-                locked += 1
-            elif st.status is AffinityStatus.UNRECONSTRUCTABLE:
-                unrec += 1
-        return locked, unrec
-
     # -- writes -----------------------------------------------------------------
     def _bump(self, device: DeviceID, lock_before: AffinityState | None, released: bool) -> None:
         self.version += 1
@@ -173,14 +159,15 @@ class AllocatedState:
                 f"claim {share.claim} (request {share.request}) has no reconstructable affinity",
             )
             return
-        if st.status is AffinityStatus.CLEAN:
+        verdict = check_lock(st, share.keys)
+        if verdict is Lock.CLEAN:
             locked = self._locked.get(share.keys)
             if locked is None:
                 if len(self._locked) >= LOCKED_STATES_MAX:
                     self._locked.clear()
                 locked = self._locked[share.keys] = AffinityState(AffinityStatus.LOCKED, share.keys)
             self.affinity_states[device] = locked
-        elif st.locked_affinity is not share.keys and st.locked_affinity != share.keys:
+        elif verdict is Lock.MISMATCH:
             # Callers never add a mismatching share knowingly; reaching here means
             # the data disagrees (restart over inconsistent claims): fail closed.
             self.affinity_states[device] = AffinityState(
@@ -258,8 +245,3 @@ def clone_state(state: AllocatedState) -> AllocatedState:
                for d, u in state.usage.items()}
     c.affinity_states = dict(state.affinity_states)
     return c
-
-
-def keys_of(mapping: Mapping[str, str] | Iterable[tuple[str, str]]) -> AffinityKeys:
-    items = mapping.items() if isinstance(mapping, Mapping) else mapping
-    return tuple(sorted(items))

@@ -20,10 +20,11 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from dra_affinity.structured.affinity import CLEAN as CLEAN_STATE
+from dra_affinity.structured.affinity import gated, lock_category, pool_gate
 from dra_affinity.structured.model import DeviceInfo
 from dra_affinity.structured.snapshot import Snapshot
-from dra_affinity.structured.state import CLEAN as CLEAN_STATE
-from dra_affinity.structured.state import AffinityStatus, AllocatedState
+from dra_affinity.structured.state import AllocatedState
 
 CLEAN: Any = ("",)  # category of clean or ungated devices with room
 ANY: Any = ("*",)  # every node with a device that has room (any category)
@@ -60,15 +61,9 @@ class FreeIndex:
 
     # ------------------------------------------------------------------ maintenance
     def _category(self, d: DeviceInfo) -> Any:
-        pi = d.pool_info
+        """CLEAN, the lock value the device admits, or None (no room, or ruled out)."""
         st = self.state
-        if pi.invalid_reason:
-            return None
-        if pi.declares_sharing_affinity and not self.affinity_enabled:
-            return None
-        if d.multi and self.affinity_enabled and pi.incomplete_reason:
-            return None
-        if d.gated and pi.affinity_invalid_reason:
+        if pool_gate(d, self.affinity_enabled) is not None:
             return None
         if not d.multi:
             return None if st.is_allocated(d.id) else CLEAN
@@ -78,12 +73,12 @@ class FreeIndex:
         caps = d.capacity
         if caps and all(used.get(n, 0) >= c.value.num for n, c in caps.items()):
             return None  # full: no positive request fits
-        if d.gated and self.affinity_enabled:
-            a = st.affinity_states.get(d.id, CLEAN_STATE)
-            if a.status is AffinityStatus.UNRECONSTRUCTABLE:
+        if gated(d, self.affinity_enabled):
+            lock = lock_category(st.affinity_states.get(d.id, CLEAN_STATE))
+            if lock is None:
                 return None
-            if a.status is AffinityStatus.LOCKED:
-                return a.locked_affinity
+            if lock:
+                return lock
         return CLEAN
 
     def _id(self, cat: Any) -> int:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.cel import ConfigObject, Extractor, OutcomeKind, extract
 from dra_affinity.cel.extract import object_fields
-from dra_affinity.structured.extraction import content_key
+from dra_affinity.scheduler.fastpath.contentkey import content_key
 from dra_affinity.structured.model import PoolInfo
 
 DRIVER = "drv.example.com"
