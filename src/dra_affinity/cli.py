@@ -379,10 +379,13 @@ def _int_list(option: str, text: str) -> tuple[int, ...]:
               help="Packing evaluation: first-fit vs affinity scoring vs the lower bound.")
 @click.option("--plots", type=click.Path(file_okay=False), default=None,
               help="With --packing: write PNG plots into this folder (needs matplotlib).")
+@click.option("--offline-iterations", type=click.IntRange(min=0), default=4000, show_default=True,
+              help="With --packing: search steps of the offline reference (0 = its greedy start only).")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: float, churn: float,
           fill: float, seed: int, scaling: bool, scaling_pods: int, scaling_nodes: str,
-          scaling_devices: str, packing: bool, plots: str | None, output: str) -> None:
+          scaling_devices: str, packing: bool, plots: str | None, offline_iterations: int,
+          output: str) -> None:
     """Benchmark scheduling throughput with and without sharingAffinity on one workload.
 
     Generates N nodes with a metadata slice and a slice of D multi-allocatable
@@ -414,6 +417,8 @@ def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: floa
 
     if plots is not None and not packing:
         _usage_error("--plots applies only with --packing (the throughput bench draws no plots)")
+    if given("offline_iterations") and not packing:
+        _usage_error("--offline-iterations applies only with --packing")
     if packing:
         wrong = [opt for opt, param in (("--scaling", "scaling"), *_SCALING_OPTIONS) if given(param)]
         if wrong:
@@ -424,7 +429,7 @@ def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: floa
             _usage_error(f"{', '.join(unused)}: takes effect only with --scaling")
     scale = _bench_scale()
     if packing:
-        out = _bench_packing(given, scale, seed, plots, nodes=nodes,
+        out = _bench_packing(given, scale, seed, plots, offline_iterations, nodes=nodes,
                              devices_per_node=devices_per_node, slots=slots, values=values,
                              zipf=zipf, churn=churn, fill=fill)
     else:
@@ -475,7 +480,7 @@ def _bench_throughput(scale: float | None, scaling: bool, scaling_pods: int,
 
 
 def _bench_packing(given: Any, scale: float | None, seed: int, plots: str | None,
-                   **workload: Any) -> dict[str, Any]:
+                   offline_iterations: int, **workload: Any) -> dict[str, Any]:
     from dataclasses import replace
 
     from dra_affinity.bench.packing import DEFAULT_SPEC, packing_report
@@ -492,7 +497,7 @@ def _bench_packing(given: Any, scale: float | None, seed: int, plots: str | None
     _scale_note(scale, [f"nodes {full.nodes} -> {spec.nodes}",
                         f"arrivals {full.max_pods} -> {spec.max_pods}"])
     with spinner(f"packing: {spec.nodes} nodes, {spec.max_pods} arrivals, first-fit and affinity scoring"):
-        out = packing_report(seed=seed, plots=plots, spec=spec)
+        out = packing_report(seed=seed, plots=plots, spec=spec, offline_iterations=offline_iterations)
     if scale is not None:
         out["workload"]["sizeScale"] = scale
     return out
