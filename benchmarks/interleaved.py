@@ -22,13 +22,15 @@ import math
 import time
 from typing import Any
 
-from dra_affinity.allocator.allocator import ClaimSpec, RequestSpec
-from dra_affinity.allocator.model import PoolInfo, Result
 from dra_affinity.bench.throughput import build_cluster
 from dra_affinity.cel import ExtractionResult
-from dra_affinity.scheduler.extraction import ExtractionMemo
-from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+from dra_affinity.features import Features
+from dra_affinity.scheduler.fastpath import FastPaths
+from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import Arrival, WorkloadSpec, pod_objects, stream
+from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+from dra_affinity.structured.extraction import ExtractionMemo
+from dra_affinity.structured.model import PoolInfo, Result
 
 
 def main() -> None:
@@ -53,7 +55,7 @@ def main() -> None:
     for affinity in (True, False):
         spec = WorkloadSpec(nodes=args.nodes, devices_per_node=8, seed=args.seed, affinity=affinity)
         cluster = build_cluster(spec)
-        sched = Scheduler(cluster, FeatureGates(DRASharingAffinity=True), node_index=True)
+        sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
         sched.start()
         gen = stream(spec)
         runs.append({"affinity": affinity, "cluster": cluster, "sched": sched, "gen": gen,
@@ -84,7 +86,7 @@ def main() -> None:
             ckey = f"default/{ev.pod}-nic"
             if args.precomputed_extraction and r["affinity"]:
                 pool = sched.snapshot().extractor_pools()[0]
-                memo = ExtractionMemo({}, cluster.classes(), shared=sched._extraction_cache)
+                memo = ExtractionMemo({}, cluster.classes(), shared=sched.extraction_cache)
                 precomputed[ckey] = memo.evaluate(cluster.claim(ckey), "nic", "shared-nic", pool)
             t0 = time.process_time()
             a = sched.schedule(f"default/{ev.pod}")

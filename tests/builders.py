@@ -11,7 +11,8 @@ from dra_affinity.api.resource import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
-from dra_affinity.scheduler.scheduler import FeatureGates, Scheduler
+from dra_affinity.features import Features
+from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
 
 DRIVER = "networking.example.com"
@@ -131,7 +132,7 @@ class Env:
         self.cluster = Cluster(apiserver)
         for o in objs:
             self.apply(o)
-        self.gates = FeatureGates.from_mapping(gates)
+        self.gates = Features.parse(scheduler=gates)
         self.scheduler = Scheduler(self.cluster, self.gates)
         self.scheduler.start()
 
@@ -143,7 +144,7 @@ class Env:
     def restart(self, gates: dict[str, bool] | None = None) -> Scheduler:
         self.scheduler.stop()
         if gates is not None:
-            self.gates = FeatureGates.from_mapping(gates)
+            self.gates = Features.parse(scheduler=gates)
         self.scheduler = Scheduler(self.cluster, self.gates, metrics=self.scheduler.metrics,
                                    recorder=self.scheduler.recorder)
         self.scheduler.start()

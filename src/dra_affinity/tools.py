@@ -11,8 +11,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_affinity.allocator.allocator import Counters, NodeAllocator
-from dra_affinity.allocator.model import Abort
 from dra_affinity.api.io import (
     Document,
     FieldError,
@@ -28,11 +26,12 @@ from dra_affinity.api.resource import (
     ResourceSlice,
 )
 from dra_affinity.cel import EXTRACTOR_ENV, CELError, Extractor, extract
-from dra_affinity.scheduler.extraction import scoped_configs
+from dra_affinity.scheduler.explain import explain_pod
 from dra_affinity.sim.runner import Simulation
 from dra_affinity.sim.scenario import Scenario, _pod_key
+from dra_affinity.structured.extraction import scoped_configs
+from dra_affinity.structured.pools import gather_pools
 from dra_affinity.validation.admission import validate_object
-from dra_affinity.validation.pool import gather_pools
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -218,53 +217,11 @@ def run_until(scenario: Scenario, at_step: int | None) -> Simulation:
 
 def explain(sim: Simulation, pod_ref: str) -> dict[str, Any]:
     """Why a pod does or does not fit each candidate device on each node, now."""
-    sched = sim.scheduler
     key = _pod_key(pod_ref)
-    pod = sim.cluster.pod(key)
-    if pod is None:
-        raise ValueError(f"pod {key} does not exist at this point of the scenario")
-    out: dict[str, Any] = {"pod": key, "nodes": []}
-    if pod.spec.node_name:
-        out["boundTo"] = pod.spec.node_name
-        return out
     try:
-        cyc = sched._prefilter(pod)
-    except Abort as a:
-        out["result"] = a.result.value
-        out["reason"] = a.reason.as_dict()
-        return out
-    snap = sched.snapshot()
-    for node in snap.nodes:
-        node_out: dict[str, Any] = {"node": node, "devices": []}
-        whole = sched._filter_node_safe(cyc, node, snap)
-        node_out["fits"] = whole["fits"]
-        if whole.get("reasons"):
-            node_out["reasons"] = whole["reasons"]
-        for claim in cyc.to_allocate:
-            for req in claim.requests:
-                for alt in req.alternatives:
-                    for d in snap.by_node.get(node, []):
-                        alloc = NodeAllocator(node, [d], sched.state,
-                                              affinity_enabled=sched.gates.DRASharingAffinity,
-                                              extract=cyc.memo, selector_matches=sched._selector_fn,
-                                              counters=Counters())
-                        row: dict[str, Any] = {"claim": claim.key, "request": alt.name,
-                                               "device": d.id}
-                        try:
-                            share, reason = alloc.check_device(d, claim, alt)
-                            if reason is not None:
-                                row.update(verdict=reason.code, message=reason.message)
-                            elif share is not None:
-                                row.update(verdict="Fits", message="device is viable" + (
-                                    f"; affinity {dict(share.keys)}" if share.keys else ""))
-                                if share.keys is not None:
-                                    row["keys"] = dict(share.keys)
-                        except Abort as a:
-                            row.update(verdict=a.reason.code, message=a.reason.message,
-                                       result=a.result.value)
-                        node_out["devices"].append(row)
-        out["nodes"].append(node_out)
-    return out
+        return explain_pod(sim.scheduler, key)
+    except KeyError:
+        raise ValueError(f"pod {key} does not exist at this point of the scenario") from None
 
 
 def locks(sim: Simulation) -> list[dict[str, Any]]:

@@ -18,11 +18,13 @@ from builders import (
     nic_params,
     pod,
 )
-from dra_affinity.allocator.model import Result
 from dra_affinity.api.resource import ResourceSlice
-from dra_affinity.observe import reasons as R
-from dra_affinity.scheduler.scheduler import SHARING_STRATEGY_ANNOTATION
-from dra_affinity.scheduler.snapshot import PREFERRED_KEYS_ANNOTATION
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.experiments import (
+    PREFERRED_KEYS_ANNOTATION,
+    SHARING_STRATEGY_ANNOTATION,
+)
+from dra_affinity.structured.model import Result
 
 ETH0, ETH1 = dev("node-1", "eth0"), dev("node-1", "eth1")
 

@@ -20,9 +20,9 @@ from builders import (
     nic_params,
     pod,
 )
-from dra_affinity.allocator.model import Result
-from dra_affinity.observe import reasons as R
 from dra_affinity.observe.metrics import COMPATIBLE_REUSE, LOCK_CONFLICT, NO_KEYS
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.model import Result
 
 ETH1, ETH2 = dev("node-1", "eth1"), dev("node-1", "eth2")
 

@@ -18,9 +18,9 @@ from builders import (
     pod,
     template,
 )
-from dra_affinity.allocator.model import Result
-from dra_affinity.observe import reasons as R
 from dra_affinity.observe.metrics import LOCKED, UNRECONSTRUCTABLE
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.model import Result
 
 ETH1, ETH2 = dev("node-1", "eth1"), dev("node-1", "eth2")
 

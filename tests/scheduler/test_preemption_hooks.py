@@ -4,8 +4,8 @@ alongside capacity on a what-if copy of the cache."""
 from __future__ import annotations
 
 from builders import Env, dev, device_slice, meta_slice, nic_class, nic_params
-from dra_affinity.observe import reasons as R
-from dra_affinity.scheduler.state import AffinityStatus, clone_state
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.state import AffinityStatus, clone_state
 
 ETH1 = dev("node-1", "eth1")
 

@@ -65,12 +65,13 @@ from builders import (
     nic_params,
     pod,
 )
-from dra_affinity.allocator.model import Result
 from dra_affinity.api.resource import ResourceClaim, ResourceSlice
 from dra_affinity.cel import ConfigObject, Extractor, extract
-from dra_affinity.scheduler.scheduler import Attempt, FeatureGates, Scheduler
-from dra_affinity.scheduler.state import AffinityKeys, AffinityState, AffinityStatus
+from dra_affinity.features import Features
+from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.sim.cluster import Cluster
+from dra_affinity.structured.model import Result
+from dra_affinity.structured.state import AffinityKeys, AffinityState, AffinityStatus
 
 MAX_EXAMPLES = 120
 STEPS = 40
@@ -259,7 +260,7 @@ class Timelines(RuleBasedStateMachine):
         super().__init__()
         self.cluster = Cluster()
         self.pools: dict[str, PoolModel] = {}
-        self.gates = FeatureGates()
+        self.gates = Features()
         self.sched: Scheduler | None = None
         self.pods: list[str] = []
         self.names = itertools.count()
@@ -397,7 +398,7 @@ class Timelines(RuleBasedStateMachine):
             multi = view.devices[did][1]
             if not view.declares:
                 continue
-            assert self.gates.DRASharingAffinity, (
+            assert self.gates.sharing_affinity, (
                 f"gate off, yet {ckey} got {did} in a pool declaring sharingAffinity")
             if not multi:
                 continue  # exclusive devices are not gated
@@ -418,7 +419,7 @@ class Timelines(RuleBasedStateMachine):
         for p in pools:
             self.pools[p.node] = p
             self._publish(p)
-        self.gates = FeatureGates(DRASharingAffinity=gate)
+        self.gates = Features(sharing_affinity=gate)
         self.sched = Scheduler(self.cluster, self.gates)
         self.sched.start()
 
@@ -501,7 +502,7 @@ class Timelines(RuleBasedStateMachine):
     def restart(self, flip: bool) -> None:
         self.s.stop()
         if flip:
-            self.gates = FeatureGates(DRASharingAffinity=not self.gates.DRASharingAffinity)
+            self.gates = Features(sharing_affinity=not self.gates.sharing_affinity)
         self.sched = Scheduler(self.cluster, self.gates)
         self.sched.start()
 
@@ -620,14 +621,14 @@ class Timelines(RuleBasedStateMachine):
         for did, st_ in self.s.state.affinity_states.items():
             if st_.status is not AffinityStatus.LOCKED:
                 continue
-            assert self.gates.DRASharingAffinity, f"{did} Locked with the gate off"
+            assert self.gates.sharing_affinity, f"{did} Locked with the gate off"
             view = views[did.split("/")[1]]
             assert view.declares and view.devices[did][1], f"{did} Locked outside a gated pool"
             for c, req, _u in hold.get(did, []):
                 got = claim_keys(c, req, view.extractors)
                 assert got == st_.locked_affinity, (
                     f"{did} locked to {st_.lock_dict()} but holder {c.name}/{req} extracts {got}")
-        if not self.gates.DRASharingAffinity:
+        if not self.gates.sharing_affinity:
             assert not self.s.state.affinity_states, "affinity state with the gate off"
 
     def _check_capacity(self, views: dict[str, PoolView]) -> None:

@@ -17,14 +17,15 @@ from builders import (
     nic_params,
     pod,
 )
-from dra_affinity.allocator.model import Result
+from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.structured.model import Result
 
 
 def make(scoring: str, *objs: object, index: bool = False) -> Env:
     env = Env(*objs)
     env.scheduler.stop()
-    env.scheduler = Scheduler(env.cluster, env.gates, scoring=scoring, node_index=index)
+    env.scheduler = Scheduler(env.cluster, env.gates, scoring=scoring, fast_paths=FastPaths.all() if index else FastPaths())
     env.scheduler.start()
     return env
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dra_affinity.api.resource import ResourceSlice
+from dra_affinity.features import Features
 from dra_affinity.validation import AdmissionResult, admit
 
 from .manifests import (
@@ -17,8 +18,8 @@ from .manifests import (
     resource_claim,
 )
 
-ON = {"DRASharingAffinity": True}
-OFF = {"DRASharingAffinity": False}
+ON = Features.parse(apiserver={"DRASharingAffinity": True})
+OFF = Features.parse(apiserver={"DRASharingAffinity": False})
 
 
 def _slice(result: AdmissionResult) -> ResourceSlice:
@@ -30,7 +31,7 @@ def _slice(result: AdmissionResult) -> ResourceSlice:
 def test_gate_off_create_drops_field_with_warning() -> None:
     obj = parse(meta_slice())
     before = obj.to_dict()
-    res = admit(obj, gates=OFF)
+    res = admit(obj, features=OFF)
     stored = _slice(res)
     assert stored.spec.sharing_affinity is None
     assert "sharingAffinity" not in stored.to_dict()["spec"]
@@ -42,21 +43,21 @@ def test_gate_off_create_drops_field_with_warning() -> None:
 
 def test_gate_off_create_drops_even_an_invalid_field() -> None:
     entries = [(f"k{i}", "1 +") for i in range(9)]
-    res = admit(parse(meta_slice(extractors=entries)), gates=OFF)
+    res = admit(parse(meta_slice(extractors=entries)), features=OFF)
     assert _slice(res).spec.sharing_affinity is None
     assert res.warnings
 
 
 def test_gate_off_create_without_the_field_is_silent() -> None:
-    res = admit(parse(device_slice()), gates=OFF)
+    res = admit(parse(device_slice()), features=OFF)
     assert _slice(res).to_dict() == parse(device_slice()).to_dict()
     assert res.warnings == []
 
 
 def test_gate_off_update_keeps_existing_field_including_changes() -> None:
-    old = _slice(admit(parse(meta_slice()), gates=ON))
+    old = _slice(admit(parse(meta_slice()), features=ON))
     changed = parse(meta_slice(extractors=[("subnet", SUBNET_EXPR), ("pkey", PKEY_EXPR)]))
-    res = admit(changed, old, gates=OFF)
+    res = admit(changed, old, features=OFF)
     stored = _slice(res)
     assert stored.spec.sharing_affinity is not None
     assert [e.name for e in stored.spec.sharing_affinity] == ["subnet", "pkey"]
@@ -64,47 +65,47 @@ def test_gate_off_update_keeps_existing_field_including_changes() -> None:
 
 
 def test_gate_off_update_kept_field_is_still_validated() -> None:
-    old = _slice(admit(parse(meta_slice()), gates=ON))
+    old = _slice(admit(parse(meta_slice()), features=ON))
     bad = parse(meta_slice(extractors=[("subnet", "1 + 2")]))
-    res = admit(bad, old, gates=OFF)
+    res = admit(bad, old, features=OFF)
     assert res.object is None
     assert [e.path for e in res.errors] == ["spec.sharingAffinity[0].expression"]
 
 
 @pytest.mark.parametrize("value", [None, []])
 def test_gate_off_update_to_null_clears(value: object) -> None:
-    old = _slice(admit(parse(meta_slice()), gates=ON))
+    old = _slice(admit(parse(meta_slice()), features=ON))
     cleared = mutated(meta_slice(), lambda m: m["spec"].__setitem__("sharingAffinity", value))
-    stored = _slice(admit(parse(cleared), old, gates=OFF))
+    stored = _slice(admit(parse(cleared), old, features=OFF))
     assert not stored.spec.sharing_affinity
 
 
 def test_gate_off_update_absent_clears() -> None:
-    old = _slice(admit(parse(meta_slice()), gates=ON))
+    old = _slice(admit(parse(meta_slice()), features=ON))
     cleared = mutated(meta_slice(), lambda m: m["spec"].pop("sharingAffinity"))
-    stored = _slice(admit(parse(cleared), old, gates=OFF))
+    stored = _slice(admit(parse(cleared), old, features=OFF))
     assert stored.spec.sharing_affinity is None
 
 
 def test_gate_off_update_of_slice_without_field_drops_with_warning() -> None:
     plain = mutated(meta_slice(), lambda m: m["spec"].pop("sharingAffinity"))
-    old = _slice(admit(parse(plain), gates=OFF))
-    res = admit(parse(meta_slice()), old, gates=OFF)
+    old = _slice(admit(parse(plain), features=OFF))
+    res = admit(parse(meta_slice()), old, features=OFF)
     assert _slice(res).spec.sharing_affinity is None
     assert any("DRASharingAffinity" in w and "spec.sharingAffinity" in w for w in res.warnings)
 
 
 def test_gate_off_update_of_slice_with_empty_list_drops() -> None:
     empty = mutated(meta_slice(), lambda m: m["spec"].__setitem__("sharingAffinity", []))
-    old = _slice(admit(parse(empty), gates=ON))
-    res = admit(parse(meta_slice()), old, gates=OFF)
+    old = _slice(admit(parse(empty), features=ON))
+    res = admit(parse(meta_slice()), old, features=OFF)
     assert _slice(res).spec.sharing_affinity is None
     assert res.warnings
 
 
 def test_gate_on_stores_as_is_as_a_deep_copy() -> None:
     obj = parse(meta_slice())
-    res = admit(obj, gates=ON)
+    res = admit(obj, features=ON)
     stored = _slice(res)
     assert stored == obj and stored is not obj
     assert stored.spec.sharing_affinity is not obj.spec.sharing_affinity
@@ -112,25 +113,25 @@ def test_gate_on_stores_as_is_as_a_deep_copy() -> None:
 
 
 def test_gate_defaults_to_enabled() -> None:
-    stored = _slice(admit(parse(meta_slice()), gates={}))
+    stored = _slice(admit(parse(meta_slice()), features=Features()))
     assert stored.spec.sharing_affinity
 
 
 def test_validation_errors_store_nothing() -> None:
     bad = mutated(device_slice(), lambda m: m["spec"].__setitem__("driver", ""))
-    res = admit(parse(bad), gates=ON)
+    res = admit(parse(bad), features=ON)
     assert res.object is None and not res.ok
     assert [e.path for e in res.errors] == ["spec.driver"]
 
 
 def test_other_kinds_are_validated_and_copied() -> None:
     claim = parse(resource_claim())
-    res = admit(claim, gates=OFF)
+    res = admit(claim, features=OFF)
     assert res.ok and res.object == claim and res.object is not claim
     bad = mutated(
         resource_claim(),
         lambda m: m["spec"]["devices"]["requests"][0]["exactly"].__setitem__("deviceClassName", ""),
     )
-    res = admit(parse(bad), gates=ON)
+    res = admit(parse(bad), features=ON)
     assert res.object is None
     assert [e.path for e in res.errors] == ["spec.devices.requests[0].exactly.deviceClassName"]

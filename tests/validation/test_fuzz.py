@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from dra_affinity.api.io import FieldError, ManifestError
 from dra_affinity.api.resource import ResourceSlice
-from dra_affinity.validation import admit, gather_pools, validate_object
+from dra_affinity.features import Features
+from dra_affinity.structured.pools import gather_pools
+from dra_affinity.validation import admit, validate_object
 
 from .manifests import (
     Manifest,
@@ -119,7 +121,7 @@ def test_mutations_never_crash(data: Manifest, gate: bool) -> None:
         return
     errors = validate_object(obj)
     assert all(isinstance(e, FieldError) and isinstance(e.path, str) for e in errors)
-    result = admit(obj, gates={"DRASharingAffinity": gate})
+    result = admit(obj, features=Features(apiserver_sharing_affinity=gate))
     assert (result.object is None) == bool(result.errors)
     # Update against the unmutated base of the same kind, both ways round.
     for base in BASES:
@@ -127,7 +129,7 @@ def test_mutations_never_crash(data: Manifest, gate: bool) -> None:
             old = parse(base)
             validate_object(obj, old)
             validate_object(old, obj)
-            admit(obj, old, gates={"DRASharingAffinity": gate})
+            admit(obj, old, features=Features(apiserver_sharing_affinity=gate))
     if isinstance(obj, ResourceSlice):
         pools = gather_pools([obj, parse(meta_slice()), parse(device_slice())])
         for pool in pools.values():

@@ -12,9 +12,9 @@ are deleted).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,10 +24,11 @@ from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import (
     DeviceClass,
     ResourceClaim,
-    ResourceClaimConsumerReference,
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from dra_affinity.features import Features
+from dra_affinity.scheduler.view import Listener
 from dra_affinity.validation.apiserver import admit
 
 T = TypeVar("T", bound=TypedObject)
@@ -63,17 +64,14 @@ class WriteResult:
         return "Applied" if self.applied else "Rejected"
 
 
-class Listener(Protocol):
-    def on_change(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None: ...
-
-
 class Cluster:
-    """Object store keyed by kind and namespace/name, in insertion order."""
+    """Object store keyed by kind and namespace/name, in insertion order.
 
-    def __init__(self, apiserver_gates: Mapping[str, bool] | None = None) -> None:
-        self.apiserver_gates: dict[str, bool] = {"DRASharingAffinity": True}
-        if apiserver_gates:
-            self.apiserver_gates.update(apiserver_gates)
+    Implements :class:`~dra_affinity.scheduler.view.ClusterView` for the scheduler."""
+
+    def __init__(self, features: Features | None = None) -> None:
+        # The API server reads its own gates of these (drop-on-disable of new fields).
+        self.features = features or Features()
         self._objects: dict[str, dict[str, TypedObject]] = {k: {} for k in KIND_ORDER}
         self.node_order: list[str] = []  # first appearance, as SCENARIO.md orders nodes
         self.listeners: list[Listener] = []
@@ -106,6 +104,17 @@ class Cluster:
     def claim(self, key: str) -> ResourceClaim | None:
         c = self._objects["ResourceClaim"].get(key)
         return c if isinstance(c, ResourceClaim) else None
+
+    def nodes(self) -> list[str]:
+        """Nodes in order of first appearance (SCENARIO.md's node order)."""
+        return self.node_order
+
+    def subscribe(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
 
     def node_labels(self, name: str) -> dict[str, str]:
         n = self._objects["Node"].get(name)
@@ -152,7 +161,7 @@ class Cluster:
             return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
         key = object_key(obj)
         old = self._objects[obj.kind].get(key)
-        res = admit(obj, old, gates=self.apiserver_gates)
+        res = admit(obj, old, features=self.features)
         if res.errors or res.object is None:
             return WriteResult(False, None, list(res.errors), list(res.warnings))
         admitted = res.object
@@ -199,9 +208,12 @@ class Cluster:
                 out.warnings.extend(e.render() for e in r.errors)
         return created
 
-    def ensure_template_claims(self, pod: Pod) -> None:
-        """Late template creation (template applied after the pod)."""
-        self._create_template_claims(pod, WriteResult(True))
+    def sync_template_claims(self, pod_key: str) -> None:
+        """The resourceclaim controller's pass for one pod: its template claims exist
+        before the scheduler looks at it (also when the template came after the pod)."""
+        pod = self.pod(pod_key)
+        if pod is not None and not pod.spec.node_name:
+            self._create_template_claims(pod, WriteResult(True))
 
     def replace(self, obj: TypedObject) -> TypedObject:
         """Controller/scheduler write of status (no admission: status subresource)."""
@@ -245,16 +257,14 @@ class Cluster:
             self.replace(claim.model_copy(update={"status": status}))
 
     # ------------------------------------------------------------------ scheduler writes
-    def bind(self, pod: Pod, node: str, claims: list[ResourceClaim]) -> None:
-        for c in claims:
-            self.replace(c)
+    def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
+        stored = self.replace(claim)
+        assert isinstance(stored, ResourceClaim)
+        return stored
+
+    def bind_pod(self, pod: Pod, node: str) -> None:
         spec = pod.spec.model_copy(update={"node_name": node})
         self.replace(pod.model_copy(update={"spec": spec}))
-
-
-def reserve_ref(pod: Pod) -> ResourceClaimConsumerReference:
-    return ResourceClaimConsumerReference(resource="pods", name=pod.metadata.name,
-                                          uid=pod.metadata.uid or "")
 
 
 def _spec(obj: BaseModel) -> Any:
@@ -262,4 +272,3 @@ def _spec(obj: BaseModel) -> Any:
     return spec.model_dump() if isinstance(spec, BaseModel) else None
 
 
-ListenerFn = Callable[[str, TypedObject | None, TypedObject | None], None]

@@ -10,15 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_affinity.allocator.model import Result
 from dra_affinity.api.io import FieldError, ManifestError
 from dra_affinity.api.meta import TypedObject
+from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
-from dra_affinity.scheduler.scheduler import Attempt, FeatureGates, Scheduler
-from dra_affinity.scheduler.state import AffinityStatus
+from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.sim.cluster import CLUSTER_SCOPED, Cluster, WriteResult
 from dra_affinity.sim.scenario import Expect, ExpectDevice, Scenario, Step, _pod_key
+from dra_affinity.structured.model import Result
+from dra_affinity.structured.state import AffinityStatus
 
 
 @dataclass
@@ -33,19 +34,19 @@ class Simulation:
     recorder: Recorder = field(default_factory=Recorder)
     steps: list[dict[str, Any]] = field(default_factory=list)
     failed: int = 0
-    scheduler_gates: dict[str, bool] = field(default_factory=dict)
+    features: Features = field(init=False)
     warnings: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         gates = self.scenario.spec.feature_gates
-        self.cluster = Cluster(gates.apiserver.as_dict())
-        self.scheduler_gates = {"DRASharingAffinity": True, **gates.scheduler.as_dict()}
+        self.features = Features.parse(gates.apiserver, gates.scheduler)
+        self.cluster = Cluster(self.features)
         self._apply_initial()
         self.scheduler = self._new_scheduler()
         self.scheduler.start()
 
     def _new_scheduler(self) -> Scheduler:
-        return Scheduler(self.cluster, FeatureGates.from_mapping(self.scheduler_gates),
+        return Scheduler(self.cluster, self.features,
                          metrics=self.metrics, recorder=self.recorder, scoring=self.scoring)
 
     def _apply_initial(self) -> None:
@@ -72,12 +73,15 @@ class Simulation:
         action = step.action
         if action == "schedule":
             assert step.schedule is not None
+            self.cluster.sync_template_claims(_pod_key(step.schedule))
             a = self.scheduler.schedule(_pod_key(step.schedule), fail_bind=bool(step.fail_bind),
                                         fail_prepare=bool(step.fail_prepare))
             exp = step.expect if not isinstance(step.expect, list) else None
             self.steps.append(self._attempt_entry(i, "schedule", a, exp))
         elif action == "scheduleConcurrently":
             pods = [_pod_key(p) for p in step.schedule_concurrently or []]
+            for p in pods:
+                self.cluster.sync_template_claims(p)
             many = step.expect
             for j, a in enumerate(self.scheduler.schedule_concurrently(pods)):
                 e = many[j] if isinstance(many, list) else many
@@ -102,17 +106,18 @@ class Simulation:
         elif action == "restart":
             assert step.restart is not None
             if step.restart.feature_gates is not None:
-                self.scheduler_gates.update(step.restart.feature_gates.as_dict())
+                self.features = self.features.with_gates("scheduler", step.restart.feature_gates)
             self.scheduler.stop()
             self.scheduler = self._new_scheduler()
             self.scheduler.start()
             self.steps.append({"index": i, "action": "restart", "result": "Restarted",
-                               "featureGates": dict(self.scheduler_gates)})
+                               "featureGates": self.features.gates("scheduler")})
         elif action == "apiserverFeatureGates":
             assert step.apiserver_feature_gates is not None
-            self.cluster.apiserver_gates.update(step.apiserver_feature_gates.as_dict())
+            self.features = self.features.with_gates("apiserver", step.apiserver_feature_gates)
+            self.cluster.features = self.features
             self.steps.append({"index": i, "action": "apiserverFeatureGates", "result": "Updated",
-                               "featureGates": dict(self.cluster.apiserver_gates)})
+                               "featureGates": self.features.gates("apiserver")})
         elif action == "expectDevice":
             assert step.expect_device is not None
             exps = self._check_device(step.expect_device)

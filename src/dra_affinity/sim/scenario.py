@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, Field, StrictBool, ValidationError
 
 from dra_affinity.api.io import (
     KINDS,
@@ -26,32 +26,26 @@ from dra_affinity.api.io import (
     validation_errors,
 )
 from dra_affinity.api.meta import K8sModel, ObjectMeta, TypedObject
+from dra_affinity.features import UnknownGateError, check_names
 
 SCENARIO_API_VERSION = "simulation.dra-affinity.io/v1alpha1"
-GATE_NAMES = ("DRASharingAffinity",)
 
 
-class Gates(K8sModel):
-    """Known feature gates; unknown names are errors (a typo would silently do nothing)."""
+def _known_gates(gates: dict[str, bool]) -> dict[str, bool]:
+    """Unknown names are errors: a typo would silently do nothing."""
+    unknown = check_names(gates)
+    if unknown:
+        raise ValueError(str(UnknownGateError(unknown[0])))
+    return gates
 
-    DRASharingAffinity: bool | None = Field(default=None, alias="DRASharingAffinity")
-    # Opt-in experiments beyond the KEP's alpha (scheduler side only; default off).
-    DRASharingAffinityNeverSetLock: bool | None = Field(
-        default=None, alias="DRASharingAffinityNeverSetLock")
-    DRASharingAffinityPreferredKeys: bool | None = Field(
-        default=None, alias="DRASharingAffinityPreferredKeys")
 
-    def as_dict(self) -> dict[str, bool]:
-        return {k: v for k, v in {
-            "DRASharingAffinity": self.DRASharingAffinity,
-            "DRASharingAffinityNeverSetLock": self.DRASharingAffinityNeverSetLock,
-            "DRASharingAffinityPreferredKeys": self.DRASharingAffinityPreferredKeys,
-        }.items() if v is not None}
+# Feature gates by name, as on a component's --feature-gates (the names: dra_affinity.features).
+Gates = Annotated[dict[str, StrictBool], AfterValidator(_known_gates)]
 
 
 class FeatureGateSpec(K8sModel):
-    apiserver: Gates = Field(default_factory=Gates)
-    scheduler: Gates = Field(default_factory=Gates)
+    apiserver: Gates = Field(default_factory=dict)
+    scheduler: Gates = Field(default_factory=dict)
 
 
 class Expect(K8sModel):

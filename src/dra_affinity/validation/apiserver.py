@@ -16,22 +16,18 @@ The input is never mutated: the stored object is a deep copy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
 from dra_affinity.api.io import FieldError
 from dra_affinity.api.resource import ResourceSlice
+from dra_affinity.features import Features, name_of
 from dra_affinity.validation.admission import validate_object
 
-__all__ = ["DEFAULT_GATES", "GATE_SHARING_AFFINITY", "AdmissionResult", "admit"]
+__all__ = ["AdmissionResult", "admit"]
 
-GATE_SHARING_AFFINITY = "DRASharingAffinity"
-
-# The project's default (SCENARIO.md: feature gates default to true). A gate
-# missing from the mapping passed to ``admit`` takes this value.
-DEFAULT_GATES: Mapping[str, bool] = {GATE_SHARING_AFFINITY: True}
+DEFAULTS = Features()
 
 
 @dataclass
@@ -51,10 +47,6 @@ class AdmissionResult:
         return not self.errors
 
 
-def _gate(gates: Mapping[str, bool], name: str) -> bool:
-    return bool(gates.get(name, DEFAULT_GATES.get(name, False)))
-
-
 def _in_use(slice_: ResourceSlice | None) -> bool:
     return slice_ is not None and bool(slice_.spec.sharing_affinity)
 
@@ -66,12 +58,12 @@ def _drop_sharing_affinity(stored: ResourceSlice) -> None:
 
 
 def admit(
-    obj: BaseModel, old: BaseModel | None = None, *, gates: Mapping[str, bool]
+    obj: BaseModel, old: BaseModel | None = None, *, features: Features = DEFAULTS
 ) -> AdmissionResult:
     """Create (``old`` None) or update ``obj`` through the gate rules and validation."""
     stored = obj.model_copy(deep=True)
     warnings: list[str] = []
-    if isinstance(stored, ResourceSlice) and not _gate(gates, GATE_SHARING_AFFINITY):
+    if isinstance(stored, ResourceSlice) and not features.apiserver_sharing_affinity:
         old_slice = old if isinstance(old, ResourceSlice) else None
         # Ratcheting drop-on-disable: an update of a slice that already declares
         # sharing affinity keeps whatever the update says (changed, or null to clear).
@@ -83,7 +75,7 @@ def admit(
                 warnings.append(
                     f"ResourceSlice {stored.metadata.name!r}: spec.sharingAffinity "
                     f"({len(entries)} extractor(s)) was dropped because the "
-                    f"{GATE_SHARING_AFFINITY} feature gate is disabled in the API server"
+                    f"{name_of('apiserver_sharing_affinity')} feature gate is disabled in the API server"
                 )
     errors = validate_object(stored, old)
     if errors:

@@ -1,0 +1,88 @@
+"""The scheduler's in-memory cache: allocations and locks, the snapshot, selector results.
+
+One value per scheduler, shared by every phase: :attr:`state` is the
+``AllocatedState`` with ``AffinityStates`` (written by Reserve, Unreserve, Bind
+and reconstruction, read by Filter), :meth:`snapshot` the slices and nodes as
+the allocator sees them (rebuilt lazily after a slice, node or class change),
+and :attr:`recorded` which devices each claim holds in the cache, so a claim
+update can be applied as a difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dra_affinity.cel import SELECTOR_ENV, CELError
+from dra_affinity.features import Features
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+from dra_affinity.structured.model import Abort, DeviceInfo, PoolID, PoolInfo, Reason, Result
+from dra_affinity.structured.snapshot import Snapshot
+from dra_affinity.structured.state import AllocatedState
+
+from .view import ClusterView
+
+SELECTOR_COST_BUDGET = 1_000_000
+
+# (device id, request, share id) of one allocation result
+ResultTuple = tuple[str, str, str | None]
+
+
+@dataclass
+class SchedulerCache:
+    view: ClusterView
+    features: Features
+    state: AllocatedState = field(default_factory=AllocatedState)
+    # claim key -> the results this cache holds for it
+    recorded: dict[str, list[ResultTuple]] = field(default_factory=dict)
+    # Pools as of the last reconciliation (to see whose extractors changed).
+    reconciled_pools: dict[PoolID, PoolInfo] = field(default_factory=dict)
+    _snapshot: Snapshot | None = None
+    _selector_cache: dict[tuple[str, str], bool | CELError] = field(default_factory=dict)
+    # Called with the new snapshot whenever one is built (fast paths drop their indexes).
+    on_snapshot: list[Callable[[Snapshot], None]] = field(default_factory=list)
+
+    def snapshot(self) -> Snapshot:
+        if self._snapshot is None:
+            nodes = list(self.view.nodes())
+            labels = {n: self.view.node_labels(n) for n in nodes}
+            self._snapshot = Snapshot.build(self.view.slices(), nodes, labels,
+                                            preferred_keys=self.features.preferred_keys)
+            self._selector_cache.clear()
+            for fn in self.on_snapshot:
+                fn(self._snapshot)
+        return self._snapshot
+
+    def invalidate(self, *, classes: bool = False) -> None:
+        """Slices, nodes or classes changed: rebuild the snapshot on next use."""
+        if classes:
+            self._selector_cache.clear()
+        self._snapshot = None
+
+    def reset(self) -> None:
+        """Drop every allocation and lock (restart)."""
+        self.state = AllocatedState()
+        self.recorded.clear()
+
+    def selector_matches(self, expr: str, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:
+        """A DeviceClass or request CEL selector on a device; a selector that fails to
+        evaluate aborts the attempt (an authoring error, as in upstream's allocator)."""
+        key = (expr, d.id)
+        hit = self._selector_cache.get(key)
+        if hit is None:
+            try:
+                prog = SELECTOR_ENV.compile(expr)
+                val, _ = prog.evaluate({"device": d.activation}, SELECTOR_COST_BUDGET)
+                if not isinstance(val, bool):
+                    raise CELError(f"selector must return bool, got {type(val).__name__}")
+                hit = val
+            except CELError as e:
+                hit = e
+            self._selector_cache[key] = hit
+        if isinstance(hit, CELError):
+            raise Abort(Result.ERROR, Reason(
+                R.SELECTOR_ERROR,
+                f"claim {claim.key} request {alt.name}: selector {expr!r} on device {d.id}: {hit}",
+                None, d.id))
+        return hit

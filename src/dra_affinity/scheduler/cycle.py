@@ -1,0 +1,148 @@
+"""Per-cycle state and PreFilter.
+
+PreFilter resolves the pod's claims and their DeviceClasses once per attempt;
+a claim or class that does not exist ends the attempt as
+UnschedulableAndUnresolvable, as in the DynamicResources plugin. What it
+resolves is written once into :class:`CycleState` and only read by the later
+phases (Filter adds its verdicts; Reserve and Bind read them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_affinity.api.core import Pod, PodResourceClaim
+from dra_affinity.api.resource import DeviceClass, ResourceClaim
+from dra_affinity.features import Features
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.allocator import ClaimRequest, ClaimSpec, Counters, RequestSpec
+from dra_affinity.structured.experiments import ExperimentHooks, is_never_set_lock
+from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo
+from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
+
+from .view import ClusterView
+
+# Upstream's limit on ResourceClaim.status.reservedFor.
+MAX_RESERVED_FOR = 256
+
+
+@dataclass
+class Attempt:
+    """The outcome of one scheduling attempt."""
+
+    pod: str
+    result: Result
+    node: str | None = None
+    allocations: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
+class CycleState:
+    """One pod's scheduling cycle, from PreFilter to Bind."""
+
+    pod: Pod
+    key: str
+    claims: list[ResourceClaim]  # all claims of the pod, in pod order
+    to_allocate: list[ClaimSpec]
+    allocated: list[ResourceClaim]
+    memo: ExtractionMemo
+    hooks: ExperimentHooks | None = None
+    counters: Counters = field(default_factory=Counters)
+    chosen: NodeResult | None = None
+    node_reasons: list[Reason] = field(default_factory=list)
+    # free-index categories this cycle may use (None: any, extraction gave no keys)
+    free_allowed: tuple[int, ...] | None = None
+
+
+def claim_name(pod: Pod, prc: PodResourceClaim) -> str:
+    """The claim a pod's ``resourceClaims`` entry refers to: the named claim, or for a
+    template the claim the resourceclaim controller recorded in the pod's
+    ``status.resourceClaimStatuses`` (``<pod>-<entry>`` when it recorded none, as the
+    embedded cluster's controller names them)."""
+    if prc.resource_claim_name:
+        return prc.resource_claim_name
+    for st in pod.status.get("resourceClaimStatuses") or ():
+        if isinstance(st, dict) and st.get("name") == prc.name and st.get("resourceClaimName"):
+            return str(st["resourceClaimName"])
+    return f"{pod.name}-{prc.name}"
+
+
+def prefilter(view: ClusterView, features: Features, pod: Pod,
+              shared: ExtractionCache | None) -> CycleState:
+    """Resolve the pod's claims and what to allocate; raises :class:`Abort`."""
+    key = f"{pod.namespace}/{pod.name}"
+    classes = view.classes()
+    claims: list[ResourceClaim] = []
+    for prc in pod.spec.resource_claims:
+        name = claim_name(pod, prc)
+        claim = view.claim(f"{pod.namespace}/{name}")
+        if claim is None:
+            src = (f"template {prc.resource_claim_template_name}"
+                   if prc.resource_claim_template_name else "resourceClaimName")
+            raise Abort(Result.UNRESOLVABLE, Reason(
+                R.CLAIM_NOT_FOUND,
+                f"pod {key}: resource claim {pod.namespace}/{name} ({src}) does not exist"))
+        claims.append(claim)
+    to_allocate: list[ClaimSpec] = []
+    allocated: list[ResourceClaim] = []
+    for c in claims:
+        ckey = f"{c.namespace}/{c.name}"
+        if c.status.allocation is not None:
+            others = [r for r in c.status.reserved_for if not (r.resource == "pods" and r.name == pod.name)]
+            if len(others) >= MAX_RESERVED_FOR:
+                raise Abort(Result.UNSCHEDULABLE, Reason(
+                    R.CLAIM_IN_USE, f"claim {ckey} is already reserved for {len(others)} consumers"))
+            allocated.append(c)
+            continue
+        to_allocate.append(claim_spec(c, classes))
+    memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes, shared=shared)
+    return CycleState(pod, key, claims, to_allocate, allocated, memo, _hooks(features, claims, memo))
+
+
+def _hooks(features: Features, claims: list[ResourceClaim],
+           memo: ExtractionMemo) -> ExperimentHooks | None:
+    """The experiments that are on, or None: the stable path."""
+    if not (features.never_set_lock or features.preferred_keys):
+        return None
+    never = frozenset(f"{c.namespace}/{c.name}" for c in claims
+                      if features.never_set_lock and is_never_set_lock(c.metadata.annotations))
+    return ExperimentHooks(never, memo.preferred if features.preferred_keys else None)
+
+
+def claim_spec(c: ResourceClaim, classes: Mapping[str, DeviceClass]) -> ClaimSpec:
+    """A claim reduced to what the allocator reads; a missing class is unresolvable."""
+    ckey = f"{c.namespace}/{c.name}"
+
+    def selectors(class_name: str, own: list[Any], req: str) -> tuple[str, ...]:
+        cls = classes.get(class_name)
+        if cls is None:
+            raise Abort(Result.UNRESOLVABLE, Reason(
+                R.DEVICE_CLASS_NOT_FOUND,
+                f"claim {ckey} request {req}: DeviceClass {class_name!r} does not exist"))
+        exprs = [s.cel.expression for s in cls.spec.selectors if s.cel is not None]
+        exprs += [s.cel.expression for s in own if s.cel is not None]
+        return tuple(exprs)
+
+    reqs: list[ClaimRequest] = []
+    for r in c.spec.devices.requests:
+        alts: list[RequestSpec] = []
+        if r.exactly is not None:
+            e = r.exactly
+            alts.append(RequestSpec(
+                r.name, r.name, e.device_class_name, selectors(e.device_class_name, e.selectors, r.name),
+                e.allocation_mode == "All", e.count or 1,
+                dict(e.capacity.requests) if e.capacity else {}))
+        for s in r.first_available:
+            full = f"{r.name}/{s.name}"
+            alts.append(RequestSpec(
+                full, r.name, s.device_class_name, selectors(s.device_class_name, s.selectors, full),
+                s.allocation_mode == "All", s.count or 1,
+                dict(s.capacity.requests) if s.capacity else {}))
+        reqs.append(ClaimRequest(r.name, tuple(alts)))
+    cons = tuple((tuple(k.requests), k.match_attribute) for k in c.spec.devices.constraints
+                 if k.match_attribute)
+    return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), cons)

@@ -1,0 +1,140 @@
+"""Filter and Score: the reference full scan.
+
+Filter runs the pure per-node allocator for each node in order; Score picks
+the node. With ``firstfit`` (the KEP's alpha) the first feasible node wins and
+the scan stops there; with ``affinity`` every node is scored by how many of
+its placements join a compatible lock, ties kept in node order. The fast
+paths (:mod:`dra_affinity.scheduler.fastpath`) must choose exactly the node
+this scan chooses; they only skip work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dra_affinity.cel import OutcomeKind
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.affinity import CLEAN, AffinityStatus, Lock, check_lock, gated
+from dra_affinity.structured.allocator import ClaimSpec, NodeAllocator, OrderFn, RequestSpec
+from dra_affinity.structured.experiments import preferred_order
+from dra_affinity.structured.model import Abort, DeviceInfo, NodeResult, Reason
+from dra_affinity.structured.nodes import node_selector_matches
+from dra_affinity.structured.snapshot import Snapshot
+from dra_affinity.structured.state import AllocatedState
+
+from .cache import SchedulerCache
+from .cycle import CycleState
+
+FIRSTFIT, AFFINITY = "firstfit", "affinity"
+SCORING = (FIRSTFIT, AFFINITY)
+
+
+def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapshot,
+                state: AllocatedState, scoring: str,
+                devices: Sequence[DeviceInfo] | None = None) -> NodeResult:
+    """Filter for one pod on one node: node selector, claims allocated elsewhere, then
+    the allocator over the node's devices (or the ``devices`` a fast path narrowed to)."""
+    labels = snap.labels.get(node, {})
+    for k, v in cyc.pod.spec.node_selector.items():
+        if labels.get(k) != v:
+            return NodeResult(node, False, [], [Reason(
+                R.NODE_SELECTOR_MISMATCH, f"node {node} does not match the pod's nodeSelector {k}={v}",
+                node)])
+    for c in cyc.allocated:
+        sel = c.status.allocation.node_selector if c.status.allocation else None
+        if sel is not None and not node_selector_matches(sel, node, labels):
+            return NodeResult(node, False, [], [Reason(
+                R.CLAIM_ALLOCATED_ELSEWHERE,
+                f"claim {c.namespace}/{c.name} is allocated to devices not available on node {node}",
+                node)])
+    if not cyc.to_allocate:
+        return NodeResult(node, True)
+    alloc = NodeAllocator(
+        node, snap.by_node.get(node, []) if devices is None else devices, state,
+        affinity_enabled=cache.features.sharing_affinity,
+        extract=cyc.memo, selector_matches=cache.selector_matches, counters=cyc.counters,
+        plan_cache=snap.plan_cache, order=order_fn(cache, cyc, scoring, state), hooks=cyc.hooks)
+    return alloc.allocate(cyc.to_allocate)
+
+
+def explain_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapshot,
+                 scoring: str) -> dict[str, Any]:
+    """Whole-node verdict for diagnostics: never raises, never changes state or metrics."""
+    try:
+        res = filter_node(cache, cyc, node, snap, cache.state, scoring)
+    except Abort as a:
+        return {"fits": False, "result": a.result.value, "reasons": [a.reason.as_dict()]}
+    return {"fits": res.ok, "reasons": [r.as_dict() for r in res.reasons]}
+
+
+def order_fn(cache: SchedulerCache, cyc: CycleState, scoring: str,
+             state: AllocatedState) -> OrderFn | None:
+    """Device order within a node: first-fit, unless scoring or preferred keys reorder."""
+    preferred = cyc.hooks is not None and cyc.hooks.preferred is not None
+    if scoring != AFFINITY and not preferred:
+        return None
+
+    def order(devs: Sequence[DeviceInfo], c: ClaimSpec, a: RequestSpec) -> list[DeviceInfo]:
+        ranked = rank_devices(cache, cyc, devs, c, a, state) if scoring == AFFINITY else list(devs)
+        if preferred:
+            assert cyc.hooks is not None and cyc.hooks.preferred is not None
+            pref = cyc.hooks.preferred
+            ranked = preferred_order(ranked, lambda d: pref(c, a, d.pool_info), state)
+        return ranked
+
+    return order
+
+
+def rank_devices(cache: SchedulerCache, cyc: CycleState, devices: Sequence[DeviceInfo],
+                 claim: ClaimSpec | None = None, alt: RequestSpec | None = None,
+                 state: AllocatedState | None = None) -> list[DeviceInfo]:
+    """Affinity-aware device preference within a node: a device already locked to the
+    request's keys first, then clean (or ungated) devices, then the rest (other locks,
+    unknown state: not viable now); first-fit order within each group."""
+    if claim is None or alt is None:
+        claim = cyc.to_allocate[0]
+        alt = claim.requests[0].alternatives[0]
+    states = (state or cache.state).affinity_states
+    enabled = cache.features.sharing_affinity
+
+    def rank(d: DeviceInfo) -> int:
+        if not gated(d, enabled):
+            return 1
+        st = states.get(d.id, CLEAN)
+        if st.status is AffinityStatus.CLEAN:
+            return 1
+        if st.status is not AffinityStatus.LOCKED:
+            return 2  # unknown state: not viable now (and nothing to extract for)
+        res = cyc.memo(claim, alt, d.pool_info)
+        if res.kind is not OutcomeKind.OK or res.keys is None:
+            return 2
+        return 0 if check_lock(st, res.keys) is Lock.MATCH else 2
+
+    return sorted(devices, key=lambda d: (rank(d), d.order))
+
+
+def affinity_score(res: NodeResult) -> int:
+    """Node score for ``--scoring affinity``: placements that join a compatible lock."""
+    return sum(1 for s in res.shares if s.reused_lock)
+
+
+def full_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
+              scoring: str) -> None:
+    """The reference Filter and Score over every node, in order."""
+    best: NodeResult | None = None
+    best_score = -1
+    for node in snap.nodes:
+        res = filter_node(cache, cyc, node, snap, state, scoring)
+        if res.ok:
+            if scoring != AFFINITY:
+                best = res
+                break  # first-fit: the first feasible node in order wins
+            score = affinity_score(res)
+            if score > best_score:  # ties keep the earlier node (first-fit order)
+                best, best_score = res, score
+            continue
+        cyc.node_reasons.extend(res.reasons)
+    if best is not None:
+        cyc.chosen = best
+        cyc.node_reasons = []

@@ -1,0 +1,229 @@
+"""Restart and pool reconciliation: AffinityStates rebuilt from what the cluster holds.
+
+The KEP keeps locks in the scheduler's memory only. On start, every allocated
+claim is accounted again: for each result on a gated device, the pool's
+extractors are re-run on the claim's configs and the keys folded into the
+device's lock, exactly as Reserve would. A claim whose keys cannot be derived
+(pool incomplete or invalid now, request gone, extraction failing) makes the
+device Unreconstructable: filtered until it drains (fail closed).
+
+When a pool's extractors change while devices are in use, those devices are
+re-derived the same way; a lock never silently changes value under running
+pods: if the claims now extract other keys, the device is Unreconstructable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dra_affinity.api.meta import TypedObject
+from dra_affinity.api.resource import DeviceClass, ResourceClaim
+from dra_affinity.cel import OutcomeKind
+from dra_affinity.observe.events import Recorder
+from dra_affinity.observe.metrics import EVALUATIONS, SchedulerMetrics
+from dra_affinity.structured.affinity import (
+    AffinityKeys,
+    AffinityState,
+    AffinityStatus,
+    Lock,
+    check_lock,
+)
+from dra_affinity.structured.extraction import ExtractionMemo
+from dra_affinity.structured.model import DeviceInfo, PoolInfo
+from dra_affinity.structured.snapshot import Snapshot
+from dra_affinity.structured.state import Share
+
+from .cache import ResultTuple, SchedulerCache
+from .reserve import result_tuples
+
+
+class Reconstructor:
+    """Keeps the cache's allocations and locks equal to the cluster's allocated claims."""
+
+    def __init__(self, cache: SchedulerCache, metrics: SchedulerMetrics, recorder: Recorder) -> None:
+        self.cache = cache
+        self.metrics = metrics
+        self.recorder = recorder
+
+    def rebuild(self) -> None:
+        """Restart: drop the cache and account every allocated claim again."""
+        cache = self.cache
+        cache.reset()
+        snap = cache.snapshot()
+        for claim in cache.view.claims():
+            if claim.status.allocation is not None:
+                self.record_claim(claim, snap)
+
+    def sync_claim(self, old: TypedObject | None, new: TypedObject | None) -> None:
+        """A claim changed in the cluster: apply the difference to the cache."""
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        key = f"{obj.namespace}/{obj.name}"
+        claim = new if isinstance(new, ResourceClaim) else None
+        want = result_tuples(claim)
+        have = self.cache.recorded.get(key, [])
+        if sorted(want, key=str) == sorted(have, key=str):
+            return
+        self.forget_claim(key)
+        if claim is not None and claim.status.allocation is not None:
+            self.record_claim(claim, self.cache.snapshot())
+
+    def forget_claim(self, key: str) -> None:
+        for dev, _req, _sid in self.cache.recorded.pop(key, []):
+            self.cache.state.remove(dev, key)
+
+    # ------------------------------------------------------------------ accounting
+    def derive_keys(self, claim: ResourceClaim, request: str, info: DeviceInfo,
+                    memo: ExtractionMemo) -> tuple[AffinityKeys | None, str]:
+        """Re-run extraction for a bound share; None (with why) when it cannot be known."""
+        pi = info.pool_info
+        if pi.incomplete_reason:
+            return None, f"pool incomplete at reconstruction: {pi.incomplete_reason}"
+        if pi.affinity_invalid_reason:
+            return None, f"pool invalid: {pi.affinity_invalid_reason}"
+        class_name = _request_class(claim, request)
+        if class_name is None:
+            return None, f"request {request} not found in claim"
+        res = memo.evaluate(claim, request, class_name, pi)
+        if res.kind is OutcomeKind.OK:
+            return res.keys, ""
+        return None, f"{res.kind.value}: {res.message}"
+
+    def record_claim(self, claim: ResourceClaim, snap: Snapshot) -> None:
+        """Account a bound claim's allocation (restart, or a claim allocated elsewhere)."""
+        alloc = claim.status.allocation
+        if alloc is None:
+            return
+        cache = self.cache
+        state = cache.state
+        enabled = cache.features.sharing_affinity
+        key = f"{claim.namespace}/{claim.name}"
+        memo = ExtractionMemo({key: claim}, cache.view.classes())
+        recorded: list[ResultTuple] = []
+        for r in alloc.devices.results:
+            did = r.device_id
+            info = snap.devices.get(did)
+            gated = bool(info is not None and info.gated and enabled)
+            keys = None
+            why = ""
+            if gated and info is not None:
+                keys, why = self.derive_keys(claim, r.request, info, memo)
+            multi = info.multi if info is not None else r.share_id is not None
+            share = Share(key, r.request, r.share_id, tuple(sorted(r.consumed_capacity.items())),
+                          keys, tentative=False, gated=gated)
+            before = state.affinity(did)
+            state.add(did, share, exclusive=not multi)
+            after = state.affinity(did)
+            if gated and after.status is AffinityStatus.UNRECONSTRUCTABLE and (
+                    before.status is not AffinityStatus.UNRECONSTRUCTABLE):
+                self.recorder.warn(
+                    f"device {did} marked Unreconstructable: "
+                    f"{after.reason if keys is not None else why} "
+                    f"(claim {key}, request {r.request})", device=did)
+            recorded.append((did, r.request, r.share_id))
+        self.metrics.pending[EVALUATIONS] += memo.evaluations
+        cache.recorded[key] = recorded
+
+    # ------------------------------------------------------------------ pools
+    def reconcile_pools(self) -> None:
+        """Re-derive locks of in-use devices whose pool's extractors changed."""
+        cache = self.cache
+        old = cache.reconciled_pools
+        snap = cache.snapshot()
+        new = snap.pools
+        cache.reconciled_pools = dict(new)
+        changed = {pid for pid in set(old) | set(new)
+                   if _affinity_sig(old.get(pid)) != _affinity_sig(new.get(pid))}
+        if not changed:
+            return
+        classes = cache.view.classes()
+        claims = {f"{c.namespace}/{c.name}": c for c in cache.view.claims()}
+        for did in sorted(cache.state.devices()):
+            info = snap.devices.get(did)
+            pid = info.pool_info.id if info is not None else tuple(did.split("/")[:2])
+            if pid not in changed:
+                continue
+            self._reconcile_device(did, info, claims, classes)
+
+    def _reconcile_device(self, did: str, info: DeviceInfo | None,
+                          claims: Mapping[str, ResourceClaim], classes: Mapping[str, DeviceClass]) -> None:
+        state = self.cache.state
+        shares = list(state.shares(did))
+        current = state.affinity(did)
+        gated = bool(info is not None and info.gated and self.cache.features.sharing_affinity)
+        rebuilt: list[Share] = []
+        derived: AffinityState
+        if not gated or info is None:
+            rebuilt = [Share(s.claim, s.request, s.share_id, s.consumed, None, s.tentative, False)
+                       for s in shares]
+            derived = AffinityState()
+        else:
+            if info.pool_info.incomplete_reason or info.pool_info.affinity_invalid_reason:
+                return  # devices are fail-closed meanwhile; re-derive once the pool is usable
+            keysets: list[AffinityKeys | None] = []
+            why = ""
+            for s in shares:
+                claim = claims.get(s.claim)
+                k = None
+                if claim is not None:
+                    memo = ExtractionMemo({s.claim: claim}, classes)
+                    k, w = self.derive_keys(claim, s.request, info, memo)
+                    if k is None and not why:
+                        why = f"claim {s.claim}: {w}"  # the first claim that cannot be derived
+                    self.metrics.pending[EVALUATIONS] += memo.evaluations
+                elif s.keys is not None:
+                    k = s.keys  # tentative share of a cycle in flight: keep what Filter extracted
+                keysets.append(k)
+                rebuilt.append(Share(s.claim, s.request, s.share_id, s.consumed, k, s.tentative, True))
+            derived = _derived_state(current, keysets, why)
+        if derived.status is AffinityStatus.UNRECONSTRUCTABLE and \
+                current.status is not AffinityStatus.UNRECONSTRUCTABLE:
+            self.recorder.warn(f"device {did} marked Unreconstructable: {derived.reason}", device=did)
+        u = state.usage.get(did)
+        if u is not None:
+            u.shares = rebuilt
+        state.set_affinity(did, derived)
+
+
+def _derived_state(current: AffinityState, keysets: list[AffinityKeys | None], why: str) -> AffinityState:
+    """The device's state under the pool's new extractors (never a silent re-lock)."""
+    if any(k is None for k in keysets):
+        derived = AffinityState(AffinityStatus.UNRECONSTRUCTABLE, None,
+                                f"an active claim yields no affinity under the new extractors ({why})")
+    elif len(set(keysets)) > 1:
+        derived = AffinityState(AffinityStatus.UNRECONSTRUCTABLE, None,
+                                "active claims extract different affinity values")
+    else:
+        derived = AffinityState(AffinityStatus.LOCKED, keysets[0])
+    if current.status is AffinityStatus.UNRECONSTRUCTABLE:
+        return current  # sticky until the device drains
+    if derived.locked_affinity is not None and \
+            check_lock(current, derived.locked_affinity) is Lock.MISMATCH:
+        return AffinityState(
+            AffinityStatus.UNRECONSTRUCTABLE, None,
+            f"sharingAffinity changed with active claims: claims now extract "
+            f"{dict(derived.locked_affinity or ())}, lock was {current.lock_dict()}")
+    return derived
+
+
+def _request_class(claim: ResourceClaim, request: str) -> str | None:
+    parent, _, sub = request.partition("/")
+    for r in claim.spec.devices.requests:
+        if r.name != parent:
+            continue
+        if sub:
+            for s in r.first_available:
+                if s.name == sub:
+                    return s.device_class_name
+            return None
+        return r.exactly.device_class_name if r.exactly is not None else None
+    return None
+
+
+def _affinity_sig(p: PoolInfo | None) -> Any:
+    if p is None:
+        return None
+    return (p.declares_sharing_affinity, p.extractor_set, bool(p.incomplete_reason),
+            bool(p.affinity_invalid_reason), bool(p.invalid_reason))

@@ -1,0 +1,210 @@
+"""Reserve, Unreserve, PreBind and Bind.
+
+Reserve re-checks what Filter chose against the live cache (capacity, and the
+lock rule for the keys Filter extracted: no second CEL pass) and records the
+pod's shares as tentative, atomically: a conflict records nothing. Unreserve
+removes only this pod's tentative shares, so a failed bind leaves no ghost
+lock. PreBind writes each claim's ``status.allocation`` and
+``status.reservedFor`` (the allocation result as upstream's allocator records
+it: results, then configs FromClass before FromClaim); Bind binds the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dra_affinity.api.core import Pod
+from dra_affinity.api.resource import (
+    AllocationResult,
+    DeviceAllocationConfiguration,
+    DeviceAllocationResult,
+    DeviceClass,
+    DeviceRequestAllocationResult,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+)
+from dra_affinity.structured import reasons as R
+from dra_affinity.structured.affinity import (
+    CLEAN,
+    AffinityKeys,
+    AffinityStatus,
+    Lock,
+    check_lock,
+)
+from dra_affinity.structured.extraction import in_scope
+from dra_affinity.structured.model import PlannedShare, Reason
+from dra_affinity.structured.nodes import selector_for_node
+from dra_affinity.structured.snapshot import Snapshot
+from dra_affinity.structured.state import AllocatedState, Number, Share
+
+from .cache import ResultTuple
+from .cycle import CycleState
+from .view import ClusterView
+
+
+def refresh_claims(view: ClusterView, cyc: CycleState) -> Reason | None:
+    """Re-read the pod's claims before Reserve: a pod earlier in the same batch may
+    have allocated (or reserved) a claim this pod shares. Allocating it again would
+    double-count capacity and overwrite that pod's reservation."""
+    assert cyc.chosen is not None
+    planned = {c.key for c in cyc.to_allocate}
+    fresh: list[ResourceClaim] = []
+    for c in cyc.claims:
+        key = f"{c.namespace}/{c.name}"
+        now = view.claim(key)
+        if now is None:
+            return Reason(R.RESERVE_CONFLICT, f"claim {key} was deleted since Filter",
+                          cyc.chosen.node)
+        if key in planned and now.status.allocation is not None:
+            return Reason(R.RESERVE_CONFLICT,
+                          f"claim {key} was allocated by another pod since Filter; the next "
+                          "attempt uses that allocation", cyc.chosen.node)
+        fresh.append(now)
+    cyc.claims = fresh
+    return None
+
+
+def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | None:
+    """Atomically re-check and record this pod's shares as tentative."""
+    assert cyc.chosen is not None
+    node = cyc.chosen.node
+    shares = cyc.chosen.shares
+    pending: dict[str, AffinityKeys] = {}
+    extra: dict[str, dict[str, Number]] = {}
+    affinity_states = state.affinity_states
+    for s in shares:
+        d = s.device
+        if d.id not in snap.devices:
+            return Reason(R.RESERVE_CONFLICT, f"device {d.id} disappeared before Reserve", node, d.id)
+        if s.exclusive:
+            if state.is_allocated(d.id):
+                return Reason(R.RESERVE_CONFLICT, f"device {d.id} was allocated since Filter", node, d.id)
+        else:
+            if state.is_exclusively_allocated(d.id):
+                return Reason(R.RESERVE_CONFLICT, f"device {d.id} was allocated since Filter", node, d.id)
+            used = dict(state.consumed(d.id))
+            for n, a in extra.get(d.id, {}).items():
+                used[n] = used.get(n, 0) + a
+            for n, q in s.consumed:
+                if used.get(n, 0) + q.num > d.capacity[n].value.num:
+                    return Reason(R.RESERVE_CONFLICT,
+                                  f"device {d.id}: capacity {n} was consumed since Filter", node, d.id)
+            ex = extra.setdefault(d.id, {})
+            for n, q in s.consumed:
+                ex[n] = ex.get(n, 0) + q.num
+        if s.keys is not None:
+            st = affinity_states.get(d.id, CLEAN)
+            verdict = check_lock(st, s.keys, pending.get(d.id) if pending else None)
+            if verdict is Lock.UNKNOWN:
+                return Reason(R.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
+                              node, d.id)
+            if verdict is Lock.MISMATCH:
+                lock = st.locked_affinity if st.status is AffinityStatus.LOCKED else pending[d.id]
+                return Reason(R.RESERVE_CONFLICT,
+                              f"device {d.id} was locked to {dict(lock or ())} since Filter; "
+                              f"claim {s.claim} request {s.request} needs {dict(s.keys)}", node, d.id)
+            pending.setdefault(d.id, s.keys)
+    for s in shares:
+        state.add(s.device.id, Share(s.claim, s.request, s.share_id, s.consumed, s.keys,
+                                     tentative=True, gated=s.keys is not None, preferred=s.preferred),
+                  exclusive=s.exclusive)
+    return None
+
+
+def unreserve(state: AllocatedState, cyc: CycleState) -> None:
+    assert cyc.chosen is not None
+    for s in cyc.chosen.shares:
+        state.remove(s.device.id, s.claim, s.request, tentative_only=True)
+
+
+def reserve_ref(pod: Pod) -> ResourceClaimConsumerReference:
+    return ResourceClaimConsumerReference(resource="pods", name=pod.metadata.name,
+                                          uid=pod.metadata.uid or "")
+
+
+def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, DeviceClass],
+                   node: str) -> list[ResourceClaim]:
+    """The pod's claims as PreBind writes them: reserved for the pod, and the ones this
+    cycle allocated with their allocation results."""
+    assert cyc.chosen is not None
+    by_claim: dict[str, list[PlannedShare]] = {}
+    for s in cyc.chosen.shares:
+        by_claim.setdefault(s.claim, []).append(s)
+    written: list[ResourceClaim] = []
+    for c in cyc.claims:
+        ckey = f"{c.namespace}/{c.name}"
+        reserved = list(c.status.reserved_for)
+        if not any(r.resource == "pods" and r.name == cyc.pod.name for r in reserved):
+            reserved.append(reserve_ref(cyc.pod))
+        status = c.status.model_copy(update={"reserved_for": reserved})
+        if ckey in by_claim and c.status.allocation is None:
+            shares = by_claim[ckey]
+            # (Plain construction: pydantic's model_construct is ~80x slower for these.)
+            results = [DeviceRequestAllocationResult(
+                request=s.request, driver=s.device.driver, pool=s.device.pool, device=s.device.name,
+                share_id=s.share_id, consumed_capacity=dict(s.consumed)) for s in shares]
+            config = allocation_config(c, shares, classes)
+            local = all(snap.node_local.get(s.device.id, False) for s in shares)
+            alloc = AllocationResult(
+                devices=DeviceAllocationResult(results=results, config=config),
+                node_selector=selector_for_node(node) if local and shares else None)
+            status = status.model_copy(update={"allocation": alloc})
+        written.append(c.model_copy(update={"status": status}))
+    return written
+
+
+def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
+                      classes: Mapping[str, DeviceClass]) -> list[DeviceAllocationConfiguration]:
+    """FromClass then FromClaim configs, as the Kubernetes allocator records them."""
+    out: list[DeviceAllocationConfiguration] = []
+    req_class: dict[str, str] = {}
+    for r in c.spec.devices.requests:
+        if r.exactly is not None:
+            req_class[r.name] = r.exactly.device_class_name
+        for s in r.first_available:
+            req_class[f"{r.name}/{s.name}"] = s.device_class_name
+    used = sorted({s.request for s in shares})
+    by_class: dict[str, list[str]] = {}
+    for req in used:
+        cls = req_class.get(req)
+        if cls:
+            by_class.setdefault(cls, []).append(req)
+    for cls_name in sorted(by_class):
+        dclass = classes.get(cls_name)
+        if dclass is None:
+            continue
+        for cfg in dclass.spec.config:
+            if cfg.opaque is not None:
+                out.append(DeviceAllocationConfiguration(source="FromClass", requests=by_class[cls_name],
+                                                         opaque=cfg.opaque))
+    for ccfg in c.spec.devices.config:
+        if ccfg.opaque is None:
+            continue
+        if ccfg.requests and not any(in_scope(ccfg.requests, r) for r in used):
+            continue
+        out.append(DeviceAllocationConfiguration(source="FromClaim", requests=list(ccfg.requests),
+                                                 opaque=ccfg.opaque))
+    return out
+
+
+def result_tuples(claim: ResourceClaim | None) -> list[ResultTuple]:
+    if claim is None or claim.status.allocation is None:
+        return []
+    return [(r.device_id, r.request, r.share_id) for r in claim.status.allocation.devices.results]
+
+
+def allocation_rows(c: ResourceClaim) -> list[dict[str, Any]]:
+    """A claim's allocation results as the simulator's output lists them."""
+    rows: list[dict[str, Any]] = []
+    if c.status.allocation is None:
+        return rows
+    for r in c.status.allocation.devices.results:
+        rows.append({
+            "claim": f"{c.namespace}/{c.name}",
+            "request": r.request,
+            "device": r.device_id,
+            "shareID": r.share_id,
+            "consumedCapacity": {k: str(v) for k, v in sorted(r.consumed_capacity.items())},
+        })
+    return rows

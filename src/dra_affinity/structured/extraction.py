@@ -1,0 +1,125 @@
+"""Which opaque configs are in scope for a request, and memoised extraction.
+
+Scoping follows ``DeviceClaimConfiguration.requests``: no list means the
+whole claim; a subrequest ``req/sub`` is in scope of a config naming ``req``
+or ``req/sub``. DeviceClass configs of the request's class are in scope too
+(the Kubernetes allocator hands them to the driver as ``FromClass``), first,
+then the claim's (``FromClaim``). Configs for another driver are skipped: an
+extractor describes its own driver's schema.
+
+Extraction depends only on (claim, request, driver, extractor set), never on
+the device, so it is evaluated once per scheduling cycle for each distinct
+extractor set, however many devices and pools share that set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dra_affinity.api.resource import DeviceClass, ResourceClaim
+from dra_affinity.cel import ConfigObject, ExtractionResult, OutcomeKind, extract
+
+__all__ = ["ExtractionCache", "ExtractionMemo", "ExtractionResult", "in_scope", "scoped_configs"]
+from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+from dra_affinity.structured.model import PoolInfo
+
+
+def in_scope(config_requests: list[str], request: str) -> bool:
+    if not config_requests:
+        return True
+    parent = request.split("/", 1)[0]
+    return request in config_requests or parent in config_requests
+
+
+def _in_scope_configs(claim: ResourceClaim, request: str, driver: str,
+                     device_class: DeviceClass | None) -> Iterator[tuple[bool, int, Any]]:
+    """(from the class?, index, parameters) of each opaque config in scope, class first."""
+    if device_class is not None:
+        for i, cfg in enumerate(device_class.spec.config):
+            if cfg.opaque is not None and cfg.opaque.driver == driver:
+                yield True, i, cfg.opaque.parameters
+    for i, ccfg in enumerate(claim.spec.devices.config):
+        op = ccfg.opaque
+        if op is not None and op.driver == driver and in_scope(ccfg.requests, request):
+            yield False, i, op.parameters
+
+
+def scoped_configs(
+    claim: ResourceClaim,
+    request: str,
+    driver: str,
+    device_class: DeviceClass | None,
+) -> list[ConfigObject]:
+    """The opaque-config objects an extractor sees for this (sub)request and driver."""
+    of_class = f"DeviceClass {device_class.name} spec.config" if device_class is not None else ""
+    of_claim = f"ResourceClaim {claim.namespace}/{claim.name} spec.devices.config"
+    return [ConfigObject(f"{of_class if from_class else of_claim}[{i}]", params)
+            for from_class, i, params in _in_scope_configs(claim, request, driver, device_class)]
+
+
+class ExtractionCache(Protocol):
+    """Outcomes remembered across cycles by what they depend on (the extractor set and
+    the content of the configs in scope), so a new claim with known content costs no
+    CEL evaluation."""
+
+    def key(self, pool: PoolInfo, claim: ResourceClaim, request: str,
+            device_class: DeviceClass | None) -> Hashable | None:
+        """The content key, or None when the parameters are unusual (not cached)."""
+        ...
+
+    def get(self, key: Hashable) -> ExtractionResult | None: ...
+
+    def put(self, key: Hashable, result: ExtractionResult) -> None: ...
+
+
+@dataclass
+class ExtractionMemo:
+    """Per-cycle memo of extraction results; counts real CEL evaluations."""
+
+    claims: Mapping[str, ResourceClaim]
+    classes: Mapping[str, DeviceClass]
+    results: dict[tuple[str, str, str], ExtractionResult] = field(default_factory=dict)
+    evaluations: int = 0
+    # A cross-cycle cache of extraction outcomes by content (a fast path), or None.
+    shared: ExtractionCache | None = None
+
+    def __call__(self, claim: ClaimSpec, alt: RequestSpec, pool: PoolInfo) -> ExtractionResult:
+        key = (claim.key, alt.name, pool.extraction_token)
+        res = self.results.get(key)
+        if res is None:
+            res = self.results[key] = self.evaluate(self.claims[claim.key], alt.name,
+                                                    alt.class_name, pool)
+        return res
+
+    def preferred(self, claim: ClaimSpec, alt: RequestSpec,
+                  pool: PoolInfo) -> tuple[tuple[str, str], ...] | None:
+        """Values of the pool's preferred keys for this request (None: none extracted)."""
+        key = (claim.key, alt.name, "preferred" + repr(
+            (pool.driver, tuple((e.name, e.expression) for e in pool.preferred_extractors))))
+        hit = self.results.get(key)
+        if hit is None:
+            configs = scoped_configs(self.claims[claim.key], alt.name, pool.driver,
+                                     self.classes.get(alt.class_name))
+            hit = extract(pool.preferred_extractors, configs)
+            self.evaluations += hit.evaluations
+            self.results[key] = hit
+        return hit.keys if hit.kind is OutcomeKind.OK and hit.keys else None
+
+    def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
+                 pool: PoolInfo) -> ExtractionResult:
+        device_class = self.classes.get(class_name)
+        # A cache by content (a fast path) may know the outcome already: pods stamped
+        # from one template extract the same keys.
+        shared = self.shared
+        ckey = shared.key(pool, claim, request, device_class) if shared is not None else None
+        if ckey is not None:
+            hit = shared.get(ckey)  # type: ignore[union-attr]
+            if hit is not None:
+                return hit
+        res = extract(pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
+        self.evaluations += res.evaluations
+        if ckey is not None and shared is not None:
+            shared.put(ckey, res)
+        return res

@@ -1,0 +1,60 @@
+"""The free-capacity index's sorted node lists: their upkeep, and their union (the Filter
+candidate order)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dra_affinity.scheduler.fastpath.freeindex import FreeIndex, _union
+
+lists_st = st.lists(st.sets(st.integers(min_value=0, max_value=200), max_size=30), max_size=5)
+
+
+@given(lists_st)
+def test_union_is_sorted_deduplicated_union(sets: list[set[int]]) -> None:
+    lists = [sorted(s) for s in sets]
+    assert list(_union(lists)) == sorted(set().union(*sets))
+
+
+@given(lists_st)
+def test_union_is_lazy_prefix(sets: list[set[int]]) -> None:
+    # Filter stops at the first feasible node: a prefix must already be right.
+    it = _union([sorted(s) for s in sets])
+    want = sorted(set().union(*sets))[:3]
+    got = [p for _, p in zip(range(3), it, strict=False)]
+    assert got == want
+
+
+def test_union_two_lists_with_shared_and_tail_elements() -> None:
+    assert list(_union([[1, 4, 9], [4, 5, 11, 12]])) == [1, 4, 5, 9, 11, 12]
+    assert list(_union([[], [3]])) == [3]
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 4), st.booleans()), max_size=200))
+def test_move_keeps_each_category_the_sorted_nodes_with_a_device_in_it(
+        ops: list[tuple[int, int, bool]]) -> None:
+    # _move is called with +1/-1 per device entering or leaving a category; a node is in
+    # a category's list exactly while it counts at least one device there.
+    index = FreeIndex.__new__(FreeIndex)
+    index.count, index.by_category = {}, {}
+    index._ids, index._cat_of = {("",): 0, ("*",): 1}, {0: ("",), 1: ("*",)}
+    for k in (2, 3, 4):
+        index._ids[("v", k)] = k
+        index._cat_of[k] = ("v", k)
+    want: dict[tuple[int, int], int] = {}
+    used: set[int] = set()
+    for pos, key, add in ops:
+        if not add and not want.get((pos, key)):
+            continue  # a device can only leave a category it is in
+        if key > 1 and key not in index._cat_of:
+            index._ids[("v", key)] = key  # the id is minted again, as _id would
+            index._cat_of[key] = ("v", key)
+        index._move(pos, key, 1 if add else -1)
+        used.add(key)
+        want[(pos, key)] = want.get((pos, key), 0) + (1 if add else -1)
+        for k in range(5):
+            nodes = sorted(p for (p, kk), n in want.items() if kk == k and n > 0)
+            assert index.by_category.get(k, []) == nodes
+            if not nodes and k > 1 and k in used:  # an emptied lock value's id is forgotten
+                assert k not in index.by_category and ("v", k) not in index._ids
