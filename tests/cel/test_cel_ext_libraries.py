@@ -49,6 +49,7 @@ ERRORS = [
     ('[1, "a"].sort()', "same type and be comparable"),
     ("[[1], [2]].sort()", "same type and be comparable"),
     ("sets.contains(dyn(1), [1])", "no such overload"),
+    ("lists.range(-1)", "size must be non-negative, got -1"),
 ]
 
 

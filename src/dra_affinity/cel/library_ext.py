@@ -105,7 +105,9 @@ def _slice_cost(args: tuple[object, ...]) -> int:
 def lists_range(n: Any) -> list[object]:
     if type(n) is not int:
         raise _nso("lists.range", n)
-    return list(range(max(n, 0)))
+    if n < 0:
+        raise CELEvalError(f"lists.range: size must be non-negative, got {n}", INVALID_ARGUMENT)
+    return list(range(n))
 
 
 def _range_cost(args: tuple[object, ...]) -> int:
