@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from builders import Env, device_slice, meta_slice, nic_class, nic_params
 
+from builders import Env, device_slice, meta_slice, nic_class, nic_params
 from dra_affinity.cel.extract import MAX_AFFINITY_VALUE_LENGTH
 from dra_affinity.structured import reasons as R
 from dra_affinity.structured.model import Result
