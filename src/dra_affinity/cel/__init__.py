@@ -9,12 +9,15 @@ See docs/cel.md for the environment, the cost model and the comparison with
 other Python CEL implementations.
 """
 
-from .env import (
+from dra_affinity.api.resource import (
     CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
-    EXTRACTOR_ENV,
     OPAQUE_PARAMETERS_MAX_LENGTH,
-    SELECTOR_ENV,
     SHARING_AFFINITY_CEL_MAX_COST,
+)
+
+from .env import (
+    EXTRACTOR_ENV,
+    SELECTOR_ENV,
     CostEstimate,
     Environment,
     Program,

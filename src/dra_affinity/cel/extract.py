@@ -34,7 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .env import EXTRACTOR_ENV, SHARING_AFFINITY_CEL_MAX_COST, Environment, Program
+from dra_affinity.api.resource import SHARING_AFFINITY_CEL_MAX_COST
+
+from .env import EXTRACTOR_ENV, Environment, Program
 from .errors import MISSING_FIELD, CELCompileError, CELCostExceeded, CELEvalError
 from .values import type_name
 
