@@ -197,17 +197,31 @@ def test_first_slice_error_in_evaluation_order_wins() -> None:
     assert r.extractor == "a"
 
 
-def test_budget_is_per_config_and_shared_by_its_extractors() -> None:
+def test_budget_is_shared_by_every_extractor_over_every_config() -> None:
+    """One budget per extraction: the request's configs do not each start afresh, so
+    what an attempt spends does not grow with the number of configs."""
     # Each extractor costs 10 + 100 * 5 + 1 + 2 = 513 on a 100-element list.
     cheap = "object.l.all(x, x >= 0) ? 'v' : ''"
     ex = [Extractor("a", cheap), Extractor("b", cheap)]
     configs = [cfg(0, {"l": list(range(100))}), cfg(1, {"l": list(range(100))})]
     single = extract([ex[0]], configs[:1]).cost
-    assert extract(ex, configs, budget=2 * single).kind is OutcomeKind.OK  # per config: two extractors fit
-    r = extract(ex, configs, budget=2 * single - 1)
-    assert r.kind is OutcomeKind.COST_EXCEEDED  # the second extractor of config[0] runs out
+    assert extract(ex, configs, budget=4 * single).kind is OutcomeKind.OK  # 2 extractors x 2 configs
+    r = extract(ex, configs, budget=4 * single - 1)
+    assert r.kind is OutcomeKind.COST_EXCEEDED  # the last extractor of config[1] runs out
     assert r.extractor == "b"
-    assert r.source.endswith("config[0]") if r.source else False
+    assert r.source.endswith("config[1]") if r.source else False
+    r = extract(ex, configs, budget=2 * single)  # enough for one config only
+    assert r.kind is OutcomeKind.COST_EXCEEDED and r.source is not None and r.source.endswith("config[1]")
+
+
+def test_many_configs_cost_at_most_one_budget() -> None:
+    """32 configs of an expensive extractor: the run stops once, at one budget's worth."""
+    heavy = "object.l.all(x, object.l.all(y, x + y >= 0)) ? 'v' : ''"
+    configs = [cfg(i, {"l": list(range(300))}) for i in range(32)]
+    r = extract([Extractor("a", heavy)], configs, budget=1_000_000)
+    assert r.kind is OutcomeKind.COST_EXCEEDED
+    assert r.cost <= 1_000_000 + 10_000  # the budget plus at most one step's overrun
+    assert r.source is not None and not r.source.endswith("config[31]")
 
 
 def test_custom_environment() -> None:

@@ -21,10 +21,11 @@ given order) and classifies the outcome:
 ``""`` means "this extractor does not apply to this config" and contributes
 nothing; the same value from several configs is fine.
 
-Budget: the runtime budget is per config object. All extractors evaluated
-against one config share ``budget`` (by default SharingAffinityCELMaxCost),
-mirroring the static rule that caps the combined cost of a pool's
-extractors; each config starts afresh.
+Budget: one runtime budget per extraction, that is per request and pool: all
+extractors evaluated against all in-scope configs share ``budget`` (by default
+SharingAffinityCELMaxCost). So what one scheduling attempt spends on a request
+is bounded by the budget however many configs (up to 32) the claim carries;
+the static rule at admission caps what one config's evaluation may cost.
 """
 
 from __future__ import annotations
@@ -165,8 +166,8 @@ def extract(
     def fail(kind: OutcomeKind, message: str, ex: Extractor, cfg: ConfigObject) -> ExtractionResult:
         return ExtractionResult(kind, (), message, ex.name, cfg.source, evaluations, total_cost)
 
+    remaining = budget  # shared by every extractor over every config
     for cfg in configs:
-        remaining = budget  # per config object, shared by its extractors
         activation = {"object": cfg.parameters}
         for ex, prog in zip(extractors, programs, strict=True):
             evaluations += 1
@@ -177,7 +178,7 @@ def extract(
                 return fail(
                     OutcomeKind.COST_EXCEEDED,
                     f"extractor {ex.name!r} on {cfg.source}: CEL cost budget exhausted "
-                    f"(cost {e.cost} > {remaining} remaining of {budget} per config)",
+                    f"(cost {e.cost} > {remaining} remaining of {budget} for this request's configs)",
                     ex,
                     cfg,
                 )
