@@ -31,6 +31,7 @@ the static rule at admission caps what one config's evaluation may cost.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -271,29 +272,42 @@ def object_fields(expressions: Sequence[str], var: str = "object") -> tuple[str,
     variable (passed whole to a function or macro, compared, indexed by a computed
     key, shadowed by a macro variable) gives None. Unparsable text gives None too.
     """
+    fields: set[str] = set()
+    for text in expressions:
+        found = _fields_read(text, var)
+        if found is None:
+            return None
+        fields |= found
+    return tuple(sorted(fields))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fields_read(text: str, var: str) -> frozenset[str] | None:
+    """One expression's part of :func:`object_fields` (cached: parsing a 10 KiB
+    expression is the costly part, and a pool's extractors are analysed again
+    whenever a new extractor set appears)."""
     from .ast import Comprehension, Const, Expr, Ident, Index, Select, children
     from .parser import parse
 
     fields: set[str] = set()
-    for text in expressions:
-        try:
-            stack: list[Expr] = [parse(text)]
-        except (CELCompileError, RecursionError):
+    try:
+        stack: list[Expr] = [parse(text)]
+    except (CELCompileError, RecursionError):
+        return None
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ident):
+            if e.name == var:
+                return None  # the variable itself, not one of its fields
+            continue
+        if isinstance(e, Select) and isinstance(e.operand, Ident) and e.operand.name == var:
+            fields.add(e.field)
+            continue
+        if (isinstance(e, Index) and isinstance(e.operand, Ident) and e.operand.name == var
+                and isinstance(e.index, Const) and type(e.index.value) is str):
+            fields.add(e.index.value)
+            continue
+        if isinstance(e, Comprehension) and var in (e.var, e.var2):
             return None
-        while stack:
-            e = stack.pop()
-            if isinstance(e, Ident):
-                if e.name == var:
-                    return None  # the variable itself, not one of its fields
-                continue
-            if isinstance(e, Select) and isinstance(e.operand, Ident) and e.operand.name == var:
-                fields.add(e.field)
-                continue
-            if (isinstance(e, Index) and isinstance(e.operand, Ident) and e.operand.name == var
-                    and isinstance(e.index, Const) and type(e.index.value) is str):
-                fields.add(e.index.value)
-                continue
-            if isinstance(e, Comprehension) and var in (e.var, e.var2):
-                return None
-            stack.extend(children(e))
-    return tuple(sorted(fields))
+        stack.extend(children(e))
+    return frozenset(fields)
