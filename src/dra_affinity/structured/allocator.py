@@ -163,6 +163,9 @@ class NodeAllocator:
         Raises :class:`Abort` for outcomes that end the attempt for the pod
         (slice authoring errors, self-inconsistent claims, selector errors).
         """
+        blocked = self._all_mode_pools(claims)
+        if blocked is not None:
+            return NodeResult(self.node, False, [], [blocked], [blocked.code])
         flat = [(c, r) for c in claims for r in c.requests]
         ok = self._solve(flat, 0)
         if ok:
@@ -171,6 +174,37 @@ class NodeAllocator:
         if self._steps > SEARCH_STEP_LIMIT:
             codes.append(R.SEARCH_LIMIT)
         return NodeResult(self.node, False, [], self._final_reasons, codes)
+
+    def _all_mode_pools(self, claims: Sequence[ClaimSpec]) -> Reason | None:
+        """``allocationMode: All`` cannot know how much "all" is while a pool on the node
+        is incomplete or invalid: the node fails for the pod, whichever pool and class.
+
+        As upstream's allocator, before any search and for every (sub)request in All
+        mode, including alternatives of ``firstAvailable`` that may not be needed, with
+        upstream's message. Upstream marks this a failure on this node
+        (``ErrFailedAllocationOnNode``, kubernetes#141829): the other nodes are still
+        tried and the pod is Unschedulable, not aborted."""
+        modes = [(c, alt) for c in claims for r in c.requests for alt in r.alternatives
+                 if alt.all_devices]
+        if not modes:
+            return None
+        pools: dict[tuple[str, str], PoolInfo] = {}
+        for d in self.devices:
+            pools.setdefault(d.pool_info.id, d.pool_info)
+        for claim, alt in modes:
+            for pid in sorted(pools):
+                pi = pools[pid]
+                if pi.incomplete_reason:
+                    return Reason(R.POOL_INCOMPLETE,
+                                  f"claim {claim.key}, request {alt.name}: asks for all devices, "
+                                  f"but resource pool {pi.driver}/{pi.name} is currently being "
+                                  f"updated ({pi.incomplete_reason})", self.node)
+                if pi.invalid_reason:
+                    return Reason(R.POOL_INVALID,
+                                  f"claim {claim.key}, request {alt.name}: asks for all devices, "
+                                  f"but resource pool {pi.driver}/{pi.name} is currently invalid "
+                                  f"({pi.invalid_reason})", self.node)
+        return None
 
     def check_device(self, d: DeviceInfo, claim: ClaimSpec,
                      alt: RequestSpec) -> tuple[PlannedShare | None, Reason | None]:
