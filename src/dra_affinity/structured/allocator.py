@@ -262,6 +262,8 @@ class NodeAllocator:
             if self.order is not None:
                 candidates = list(self.order(candidates, claim, alt))
             if alt.all_devices:
+                if alt.capacity:
+                    candidates = [d for d in candidates if self._all_mode_member(d, alt)]
                 if not candidates:
                     continue
                 if self._pick_all(flat, i, claim, alt, candidates):
@@ -367,14 +369,7 @@ class NodeAllocator:
             if self.state.is_exclusively_allocated(d.id) or d.id in self._p.exclusive:
                 self._reject(d, R.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
                 return None
-            pkey = (d.id, alt.capacity_key)
-            plan = self.plan_cache.get(pkey)
-            if plan is None:
-                try:
-                    plan = plan_consumption(d.capacity, alt.capacity)
-                except CapacityRequestError as e:
-                    plan = str(e)
-                self.plan_cache[pkey] = plan
+            plan = self._plan(d, alt)
             if isinstance(plan, str):
                 err = plan
                 self._reject(d, R.INVALID_CAPACITY_REQUEST, lambda: f"device {d.id}: {err}")
@@ -446,6 +441,45 @@ class NodeAllocator:
         soft = self.hooks.soft_keys(d, claim, alt) if self.hooks is not None else None
         return PlannedShare(claim.key, alt.name, d, share_id, consumed, keys,
                             exclusive=not d.multi, reused_lock=reused, preferred=soft)
+
+    def _plan(self, d: DeviceInfo, alt: RequestSpec) -> dict[str, Quantity] | str:
+        """What the request consumes of a multi-allocatable device, or why it cannot."""
+        pkey = (d.id, alt.capacity_key)
+        plan = self.plan_cache.get(pkey)
+        if plan is None:
+            try:
+                plan = plan_consumption(d.capacity, alt.capacity)
+            except CapacityRequestError as e:
+                plan = str(e)
+            self.plan_cache[pkey] = plan
+        return plan
+
+    def _all_mode_member(self, d: DeviceInfo, alt: RequestSpec) -> bool:
+        """Whether a device is part of "all" for a request with capacity requests.
+
+        The API: "the request fails if there are devices that otherwise match the
+        request, and have this capacity, with a value >= the requested amount, but
+        which cannot be allocated". So a device that does not publish a requested
+        capacity, or whose total capacity (after its requestPolicy) can never hold the
+        request, is not part of "all"; one that could hold it on its own stays in, and
+        the request fails if what others already use leaves too little."""
+        if d.multi:
+            plan = self._plan(d, alt)
+            if isinstance(plan, str):
+                err = plan
+                self._reject(d, R.INVALID_CAPACITY_REQUEST,
+                             lambda: f"device {d.id}: {err} (not part of allocationMode All)")
+                return False
+            over = fits(d.capacity, {}, plan)
+        else:
+            over = next((n for n, q in alt.capacity.items()
+                         if n not in d.capacity or d.capacity[n].value.value < q.value), None)
+        if over is None:
+            return True
+        self._reject(d, R.INSUFFICIENT_CAPACITY,
+                     lambda: f"device {d.id}: capacity {over} can never hold request {alt.name} "
+                     "(not part of allocationMode All)")
+        return False
 
     def _check_fatal(self, res: ExtractionResult, d: DeviceInfo, claim: ClaimSpec,
                      alt: RequestSpec) -> None:
