@@ -2,7 +2,8 @@
 
 For a pod's unallocated claims and one node, find devices for every request:
 ``exactly`` requests with ExactCount / All, ``firstAvailable`` subrequests in
-order, class and request CEL selectors, ``matchAttribute`` constraints,
+order, class and request CEL selectors, ``matchAttribute`` and
+``distinctAttribute`` constraints,
 consumable capacity (KEP-5075) and KEP-5981's sharing-affinity gate
 ("Filter Phase and Device Selection"). Devices are tried first-fit in the
 snapshot's order; a request that cannot be satisfied backtracks into earlier
@@ -77,14 +78,31 @@ class ClaimRequest:
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """A claim's device constraint over some of its requests (or all, when empty).
+
+    ``matchAttribute``: every device picked for the covered requests has the
+    attribute, all with the same typed value. ``distinctAttribute`` (KEP-5075): every
+    such device has it, with pairwise different values, so two covered requests never
+    share one multi-allocatable device."""
+
+    requests: tuple[str, ...]
+    attribute: str  # fully qualified
+    distinct: bool = False
+
+    @property
+    def field(self) -> str:
+        return "distinctAttribute" if self.distinct else "matchAttribute"
+
+
+@dataclass(frozen=True)
 class ClaimSpec:
     """A claim to allocate, reduced to what the allocator needs."""
 
     key: str  # namespace/name
     uid: str
     requests: tuple[ClaimRequest, ...]
-    # (request names, or () for all; qualified attribute name)
-    constraints: tuple[tuple[tuple[str, ...], str], ...] = ()
+    constraints: tuple[Constraint, ...] = ()
 
 
 ExtractFn = Callable[[ClaimSpec, RequestSpec, PoolInfo], ExtractionResult]
@@ -394,7 +412,7 @@ class NodeAllocator:
                                  lambda: f"device {d.id}: capacity {name} is less than the requested {amount}")  # noqa: B023 (returns right after: the cell holds this value)
                     return None
 
-        # constraints (matchAttribute) against devices already picked
+        # constraints (matchAttribute, distinctAttribute) against devices already picked
         if not self._constraints_ok(d, claim, alt):
             return None
 
@@ -499,27 +517,36 @@ class NodeAllocator:
                 self.node, d.id))
 
     def _constraints_ok(self, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:
-        for reqs, attr in claim.constraints:
-            if reqs and alt.parent not in reqs and alt.name not in reqs:
+        """The claim's constraints hold with ``d`` added for ``alt`` (they are monotonic, as
+        upstream assumes: once one fails, adding devices cannot make it hold again)."""
+        for k in claim.constraints:
+            if k.requests and alt.parent not in k.requests and alt.name not in k.requests:
                 continue
-            mine = _attribute(d, attr)
+            mine = _attribute(d, k.attribute)
+            if mine is None:
+                missing = f"device {d.id} has no attribute {k.attribute} ({k.field} of claim {claim.key})"
+                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: missing)  # noqa: B023 (returns right after: the cell holds this value)
+                return False
             for s in self._p.shares:
                 if s.claim != claim.key:
                     continue
                 parent = s.request.split("/", 1)[0]
-                if reqs and parent not in reqs and s.request not in reqs:
+                if k.requests and parent not in k.requests and s.request not in k.requests:
                     continue
-                other = _attribute(s.device, attr)
-                if mine is None or other is None or mine != other:
-                    text = (f"device {d.id}: attribute {attr} ({mine!r}) does not match "
-                            f"{s.device.id} ({other!r}) for matchAttribute")
-                    self._reject(d, R.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023
-                    return False
-            if mine is None and reqs:
-                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: f"device {d.id} has no attribute {attr}")  # noqa: B023 (returns right after: the cell holds this value)
+                other = _attribute(s.device, k.attribute)
+                if (other == mine) is not k.distinct:
+                    continue
+                if k.distinct:
+                    text = (f"device {d.id}: attribute {k.attribute} ({mine[1]!r}) is also the value "
+                            f"of {s.device.id}, picked for request {s.request} "
+                            f"(distinctAttribute of claim {claim.key})")
+                else:
+                    text = (f"device {d.id}: attribute {k.attribute} ({mine[1]!r}) does not match "
+                            f"{s.device.id} ({other[1] if other else None!r}) "
+                            f"(matchAttribute of claim {claim.key})")
+                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023 (returns right after: the cell holds this value)
                 return False
         return True
-
 
 def _merged(a: Mapping[str, Number], b: Mapping[str, Number] | None) -> Mapping[str, Number]:
     if not b:
@@ -530,14 +557,22 @@ def _merged(a: Mapping[str, Number], b: Mapping[str, Number] | None) -> Mapping[
     return out
 
 
-def _attribute(d: DeviceInfo, qualified: str) -> object:
+def _attribute(d: DeviceInfo, qualified: str) -> tuple[str, object] | None:
+    """The device's attribute as (type, value), so that ``1`` and ``true`` differ as
+    they do upstream; an attribute of the driver's own domain may be written short."""
     attrs = d.device.attributes
     a = attrs.get(qualified)
     if a is None and "/" in qualified:
         domain, name = qualified.split("/", 1)
         if domain == d.driver:
             a = attrs.get(name)
-    return a.value() if a is not None else None
+    if a is None:
+        return None
+    for kind, v in (("int", a.int_), ("bool", a.bool_), ("string", a.string),
+                    ("version", a.version)):
+        if v is not None:
+            return kind, v
+    return None
 
 
 def _clip(s: str, n: int = 80) -> str:
