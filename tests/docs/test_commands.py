@@ -47,7 +47,7 @@ KNOWN_OPTIONS = {"exit", "env", "stdout", "needs", "slow", "venv"}
 TIMEOUT_S = 300
 #: What the copy of the repository holds (everything documented commands read or run).
 COPIED = ("README.md", "pyproject.toml", ".ci", "docs", "examples", "benchmarks",
-          "tests/scenarios")
+          "tests", "test", "conformance")
 
 
 @dataclass

@@ -9,7 +9,7 @@ phases (Filter adds its verdicts; Reserve and Bind read them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from dra_affinity.structured.allocator import (
     RequestSpec,
 )
 from dra_affinity.structured.experiments import ExperimentHooks, is_never_set_lock
-from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo
+from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo, ExtractionResult
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 
 from .view import ClusterView
@@ -78,7 +78,8 @@ def claim_name(pod: Pod, prc: PodResourceClaim) -> str:
 
 
 def prefilter(view: ClusterView, features: Features, pod: Pod,
-              shared: ExtractionCache | None) -> CycleState:
+              shared: ExtractionCache | None,
+              remembered: dict[Hashable, ExtractionResult] | None = None) -> CycleState:
     """Resolve the pod's claims and what to allocate; raises :class:`Abort`."""
     key = f"{pod.namespace}/{pod.name}"
     classes = view.classes()
@@ -105,7 +106,8 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
             allocated.append(c)
             continue
         to_allocate.append(claim_spec(c, classes))
-    memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes, shared=shared)
+    memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes, shared=shared,
+                          remembered=remembered)
     return CycleState(pod, key, claims, to_allocate, allocated, memo, _hooks(features, claims, memo))
 
 
