@@ -23,7 +23,6 @@ from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.cel import SELECTOR_ENV, CELError
 from dra_affinity.scheduler.cycle import claim_spec
 from dra_affinity.structured import reasons as R
-from dra_affinity.structured.affinity import AffinityState, AffinityStatus
 from dra_affinity.structured.allocator import ClaimSpec, NodeAllocator, RequestSpec
 from dra_affinity.structured.experiments import ExperimentHooks
 from dra_affinity.structured.extraction import ExtractionMemo
@@ -275,7 +274,3 @@ def check(case: Case, got: Outcome) -> None:
         assert got.consumed == {d: dict(c) for d, c in case.consumed.items()}, why
     if case.keys is not None:
         assert got.keys == {d: dict(k) for d, k in case.keys.items()}, why
-
-
-def unreconstructable() -> AffinityState:
-    return AffinityState(AffinityStatus.UNRECONSTRUCTABLE, None, "test")
