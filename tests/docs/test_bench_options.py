@@ -62,7 +62,8 @@ def test_option_that_would_be_ignored_is_rejected(args: list[str], env: dict[str
 
 
 def test_packing_honours_workload_options() -> None:
-    p = cli("--packing", "--nodes", "3", "--values", "2", "--seed", "4", "-o", "json")
+    p = cli("--packing", "--nodes", "3", "--values", "2", "--seed", "4", "--offline-iterations", "20",
+            "-o", "json")
     assert p.returncode == 0, p.stderr
     w = json.loads(p.stdout)["workload"]
     # given options win; the others keep the packing workload's own defaults

@@ -108,6 +108,13 @@ ExtractFn = Callable[[ClaimSpec, RequestSpec, PoolInfo], ExtractionResult]
 SelectorFn = Callable[[str, DeviceInfo, ClaimSpec, RequestSpec], bool]
 OrderFn = Callable[[Sequence[DeviceInfo], ClaimSpec, RequestSpec], Sequence[DeviceInfo]]
 
+# ResourceClaim authoring errors: the pod is unresolvable until the claim changes.
+_CLAIM_ERRORS = {
+    OutcomeKind.SELF_INCONSISTENT: R.AFFINITY_SELF_INCONSISTENT,
+    OutcomeKind.VALUE_TOO_LONG: R.AFFINITY_VALUE_TOO_LONG,
+}
+
+# ResourceSlice authoring errors: scheduling of the pod aborts.
 _SLICE_ERRORS = {
     OutcomeKind.CEL_ERROR: R.AFFINITY_CEL_ERROR,
     OutcomeKind.MISSING_FIELD: R.AFFINITY_CEL_ERROR,
@@ -509,11 +516,15 @@ class NodeAllocator:
                 f"(sharingAffinity in {', '.join(pi.metadata_slices)}): {res.kind.value}: "
                 f"{res.message} (claim {claim.key}, request {alt.name}, device {d.id})",
                 self.node, d.id))
-        if res.kind is OutcomeKind.SELF_INCONSISTENT:
+        code = _CLAIM_ERRORS.get(res.kind)
+        if code is not None:
             raise Abort(Result.UNRESOLVABLE, Reason(
-                R.AFFINITY_SELF_INCONSISTENT,
-                f"claim {claim.key} request {alt.name}: {res.message}",
-                self.node, d.id))
+                code, f"claim {claim.key} request {alt.name}: {res.message}", self.node, d.id))
+        if res.kind is not OutcomeKind.NO_KEYS:  # an outcome this allocator does not know: fail closed
+            raise Abort(Result.ERROR, Reason(
+                R.AFFINITY_CEL_ERROR,
+                f"unclassified extraction outcome {res.kind.value}: {res.message} "
+                f"(claim {claim.key}, request {alt.name}, device {d.id})", self.node, d.id))
 
     def _constraints_ok(self, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:
         """The claim's constraints hold with ``d`` added for ``alt`` (they are monotonic, as
