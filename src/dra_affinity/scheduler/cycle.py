@@ -17,7 +17,13 @@ from dra_affinity.api.core import Pod, PodResourceClaim
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.features import Features
 from dra_affinity.structured import reasons as R
-from dra_affinity.structured.allocator import ClaimRequest, ClaimSpec, Counters, RequestSpec
+from dra_affinity.structured.allocator import (
+    ClaimRequest,
+    ClaimSpec,
+    Constraint,
+    Counters,
+    RequestSpec,
+)
 from dra_affinity.structured.experiments import ExperimentHooks, is_never_set_lock
 from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo, ExtractionResult
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
@@ -145,6 +151,11 @@ def claim_spec(c: ResourceClaim, classes: Mapping[str, DeviceClass]) -> ClaimSpe
                 s.allocation_mode == "All", s.count or 1,
                 dict(s.capacity.requests) if s.capacity else {}))
         reqs.append(ClaimRequest(r.name, tuple(alts)))
-    cons = tuple((tuple(k.requests), k.match_attribute) for k in c.spec.devices.constraints
-                 if k.match_attribute)
-    return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), cons)
+    # Admission allows exactly one of the two; a constraint with both is kept as both.
+    cons: list[Constraint] = []
+    for k in c.spec.devices.constraints:
+        if k.match_attribute:
+            cons.append(Constraint(tuple(k.requests), k.match_attribute))
+        if k.distinct_attribute:
+            cons.append(Constraint(tuple(k.requests), k.distinct_attribute, distinct=True))
+    return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), tuple(cons))
