@@ -121,14 +121,8 @@ class ExtractionMemo:
     def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
                  pool: PoolInfo) -> ExtractionResult:
         device_class = self.classes.get(class_name)
-        # A cache by content (a fast path) may know the outcome already: pods stamped
-        # from one template extract the same keys.
-        shared = self.shared
-        ckey = shared.key(pool, claim, request, device_class) if shared is not None else None
-        if ckey is not None:
-            hit = shared.get(ckey)  # type: ignore[union-attr]
-            if hit is not None:
-                return hit
+        # This claim's outcome from an earlier attempt: by identity, before anything that
+        # walks the claim's data (a retry of a hostile claim costs a lookup).
         remembered = self.remembered
         rkey: Hashable = None
         if remembered is not None:
@@ -136,18 +130,33 @@ class ExtractionMemo:
             hit = remembered.get(rkey)
             if hit is not None:
                 return hit
+        # A cache by content (a fast path) may know the outcome already: pods stamped
+        # from one template extract the same keys.
+        shared = self.shared
+        ckey = shared.key(pool, claim, request, device_class) if shared is not None else None
+        if ckey is not None:
+            hit = shared.get(ckey)  # type: ignore[union-attr]
+            if hit is not None:
+                if remembered is not None:
+                    _remember(remembered, rkey, hit)
+                return hit
         res = extract(pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
         self.evaluations += res.evaluations
         if ckey is not None and shared is not None:
             shared.put(ckey, res)
         if remembered is not None:
-            if len(remembered) >= REMEMBERED_MAX:
-                remembered.pop(next(iter(remembered)))  # oldest first
-            remembered[rkey] = res
+            _remember(remembered, rkey, res)
         return res
 
 
 REMEMBERED_MAX = 16384
+
+
+def _remember(remembered: dict[Hashable, ExtractionResult], key: Hashable,
+              result: ExtractionResult) -> None:
+    if len(remembered) >= REMEMBERED_MAX:
+        remembered.pop(next(iter(remembered)))  # oldest first
+    remembered[key] = result
 
 
 def identity_key(pool: PoolInfo, claim: ResourceClaim, request: str,
