@@ -112,7 +112,20 @@ def test_affinity_invalid_pool(tmp_path: Path) -> None:
     assert "duplicate sharingAffinity key 'subnet'" in req["message"]
 
 
-def test_extractors_share_one_budget_per_config(tmp_path: Path) -> None:
+def test_configs_share_the_one_budget_of_the_extraction(tmp_path: Path) -> None:
+    params = {**nic_params(), "l": list_over_half_the_budget()}
+    claim = claim_with(params)
+    claim["spec"]["devices"]["config"].append(
+        {"requests": ["nic"], "opaque": {"driver": DRIVER, "parameters": params}})
+    meta = meta_slice(extractors=[("k1", QUADRATIC)])
+    code, out = eval_json(tmp_path, [meta, device_slice()], claim)
+    assert code == 1
+    [req] = out["pools"][0]["requests"]
+    assert req["outcome"] == "CostExceeded"
+    assert [("error" in r) for r in req["evaluations"]] == [False, True]
+
+
+def test_extractors_share_one_budget(tmp_path: Path) -> None:
     params = {**nic_params(), "l": list_over_half_the_budget()}
     meta = meta_slice(extractors=[("k1", QUADRATIC), ("k2", QUADRATIC)])
     code, out = eval_json(tmp_path, [meta, device_slice()], claim_with(params))

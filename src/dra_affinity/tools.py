@@ -114,10 +114,10 @@ def _pool_block(pool: Pool) -> tuple[str, str] | None:
 def _trace(extractors: Sequence[Extractor], configs: Sequence[ConfigObject],
            evaluations: int) -> list[dict[str, Any]]:
     """One row per evaluation the contract performed, in its order, each through
-    :func:`extract` itself with what remains of the config's shared budget."""
+    :func:`extract` itself with what remains of the extraction's budget."""
     rows: list[dict[str, Any]] = []
+    remaining = SHARING_AFFINITY_CEL_MAX_COST  # one budget for the whole extraction
     for cfg in configs:
-        remaining = SHARING_AFFINITY_CEL_MAX_COST  # per config, shared by its extractors
         for ex in extractors:
             if len(rows) >= evaluations:
                 return rows
@@ -142,7 +142,7 @@ def evaluate_extractors(slices: Sequence[ResourceSlice], claim: ResourceClaim,
     Slices are gathered into pools as the scheduler does (newest generation
     only, completeness, validity); a pool that declares sharingAffinity in no
     generation is left out. Per request, the pool's extractors run together
-    through :func:`dra_affinity.cel.extract` (one budget per config, stopping
+    through :func:`dra_affinity.cel.extract` (one budget for all, stopping
     at the first slice error): the verdict is its outcome, unless the pool
     itself withholds its shared devices. The rows show each evaluation that
     outcome rests on.

@@ -55,27 +55,23 @@ class Lock(enum.IntEnum):
     UNKNOWN = 3  # Unreconstructable: filtered until the device drains
 
 
-def check_lock(state: AffinityState, keys: AffinityKeys) -> Lock:
+def check_lock(state: AffinityState, keys: AffinityKeys, pending: AffinityKeys | None = None) -> Lock:
     """The lock rule: a device admits keys when it is clean or locked to equal keys.
 
-    Keys are compared by identity first: extraction results and locks share
-    one tuple per distinct key set, so equal keys are usually the same object."""
+    ``pending``: keys the same attempt already picked the device for (another request
+    of the pod, an earlier pod of a batch); a clean device is as good as locked to them.
+    Keys are compared by identity first: extraction results and locks share one tuple
+    per distinct key set, so equal keys are usually the same object."""
     status = state.status
     if status is AffinityStatus.CLEAN:
-        return Lock.CLEAN
-    if status is AffinityStatus.LOCKED:
+        if pending is None:
+            return Lock.CLEAN
+        lock: AffinityKeys | None = pending
+    elif status is AffinityStatus.LOCKED:
         lock = state.locked_affinity
-        return Lock.MATCH if lock is keys or lock == keys else Lock.MISMATCH
-    return Lock.UNKNOWN
-
-
-def pending_lock(state: AffinityState, pending: AffinityKeys | None) -> AffinityState:
-    """The state a request meets when the same attempt already picked the device for
-    keys ``pending`` (another request of this pod, or an earlier pod of a batch):
-    a clean device is as good as locked to them."""
-    if pending is not None and state.status is AffinityStatus.CLEAN:
-        return AffinityState(AffinityStatus.LOCKED, pending)
-    return state
+    else:
+        return Lock.UNKNOWN
+    return Lock.MATCH if lock is keys or lock == keys else Lock.MISMATCH
 
 
 def lock_category(state: AffinityState) -> AffinityKeys | None:
@@ -97,10 +93,15 @@ def pool_gate(d: DeviceInfo, affinity_enabled: bool) -> PoolGate | None:
 
     Fail closed: an invalid pool is never allocated from; a pool declaring sharing
     affinity is not allocated from by a scheduler with the feature off (it cannot
-    honour the locks); a multi-allocatable device of an incomplete pool is not
-    allocated from (the missing slice may be the metadata slice, so its
+    honour the locks); no device of an incomplete pool is allocated from, whatever
+    its kind (Kubernetes >= 1.35: the missing slices may move devices or counters,
+    and for sharing affinity the missing slice may be the metadata slice, so the
     extractors are unknown); a gated device of a pool whose affinity metadata is
-    invalid is not allocated from."""
+    invalid is not allocated from.
+
+    An incomplete pool is reported as ``AffinityPoolIncomplete`` for a
+    multi-allocatable device with the feature on (the device sharing affinity
+    would gate), as ``PoolIncomplete`` otherwise."""
     pi = d.pool_info
     if pi.invalid_reason:
         return R.POOL_INVALID, lambda: f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}"
@@ -108,8 +109,9 @@ def pool_gate(d: DeviceInfo, affinity_enabled: bool) -> PoolGate | None:
         return R.AFFINITY_FEATURE_DISABLED, lambda: (
             f"device {d.id}: pool {pi.driver}/{pi.name} declares sharingAffinity but "
             f"the {name_of('sharing_affinity')} feature gate is disabled in the scheduler")
-    if d.multi and affinity_enabled and pi.incomplete_reason:
-        return R.AFFINITY_POOL_INCOMPLETE, lambda: f"device {d.id}: {pi.incomplete_reason}"
+    if pi.incomplete_reason:
+        code = R.AFFINITY_POOL_INCOMPLETE if d.multi and affinity_enabled else R.POOL_INCOMPLETE
+        return code, lambda: f"device {d.id}: {pi.incomplete_reason}"
     if d.gated and pi.affinity_invalid_reason:
         return R.AFFINITY_INVALID_POOL, lambda: (
             f"device {d.id}: pool {pi.driver}/{pi.name} is invalid for sharing "
