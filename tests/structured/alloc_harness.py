@@ -23,7 +23,8 @@ from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.cel import SELECTOR_ENV, CELError
 from dra_affinity.scheduler.cycle import claim_spec
 from dra_affinity.structured import reasons as R
-from dra_affinity.structured.allocator import ClaimSpec, NodeAllocator, RequestSpec
+from dra_affinity.structured.allocator import NodeAllocator
+from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.experiments import ExperimentHooks
 from dra_affinity.structured.extraction import ExtractionMemo
 from dra_affinity.structured.model import Abort, DeviceInfo, Reason, Result

@@ -9,7 +9,7 @@ import pytest
 from alloc_harness import GPU, dclass, exact, rclaim
 
 from dra_affinity.scheduler.cycle import claim_spec
-from dra_affinity.structured.allocator import Constraint
+from dra_affinity.structured.claims import Constraint
 from dra_affinity.validation import validate_object
 
 

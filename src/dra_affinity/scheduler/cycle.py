@@ -17,13 +17,8 @@ from dra_affinity.api.core import Pod, PodResourceClaim
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.features import Features
 from dra_affinity.structured import reasons as R
-from dra_affinity.structured.allocator import (
-    ClaimRequest,
-    ClaimSpec,
-    Constraint,
-    Counters,
-    RequestSpec,
-)
+from dra_affinity.structured.allocator import Counters
+from dra_affinity.structured.claims import ClaimRequest, ClaimSpec, Constraint, RequestSpec
 from dra_affinity.structured.experiments import ExperimentHooks, is_never_set_lock
 from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo, ExtractionResult
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result

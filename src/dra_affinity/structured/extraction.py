@@ -29,7 +29,7 @@ __all__ = [
     "in_scope",
     "scoped_configs",
 ]
-from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.model import PoolInfo
 
 
