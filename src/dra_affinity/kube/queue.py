@@ -100,9 +100,13 @@ class SchedulingQueue:
         self._push(info, self.clock() + delay)
         return delay
 
-    def done(self, key: str) -> float | None:
-        """The pod is bound: forget it; returns seconds since it was first queued."""
-        info = self._pods.pop(key, None)
+    def done(self, key: str) -> None:
+        """The pod is bound: forget it."""
+        self._pods.pop(key, None)
+
+    def waited(self, key: str) -> float | None:
+        """Seconds since the pod was first queued (None if it is not queued)."""
+        info = self._pods.get(key)
         return None if info is None else self.clock() - info.first_seen
 
     def failures(self, key: str) -> int:

@@ -196,6 +196,7 @@ class SchedulerProcess:
             self.pending.set(len(self.queue))
 
     def schedule_one(self, key: str) -> None:
+        waited = self.queue.waited(key)
         t0 = time.perf_counter()
         with self.core_lock:
             self.view.begin_cycle()
@@ -209,9 +210,9 @@ class SchedulerProcess:
         self.attempts.labels(result).inc()
         fields: dict[str, Any] = {"pod": key, "result": result, "seconds": round(dt, 6)}
         if attempt.result is Result.SCHEDULED:
-            e2e = self.queue.done(key)
-            if e2e is not None:
-                self.e2e_seconds.observe(e2e)
+            self.queue.done(key)
+            if waited is not None:
+                self.e2e_seconds.observe(waited + dt)
             fields["node"] = attempt.node
             fields["devices"] = [a["device"] for a in attempt.allocations]
             log.info("scheduled", extra={"fields": fields})

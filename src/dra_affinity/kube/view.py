@@ -313,6 +313,7 @@ class KubeView:
                     raw = self._get("ResourceClaim", claim.name, claim.namespace)
                     if raw is None:
                         raise WriteConflict(f"claim {key} was deleted")
+                    self._assume("ResourceClaim", key, raw)  # newer than the informer's copy
                 raw = copy.deepcopy(raw)
                 status = dict(raw.get("status") or {})
                 cur_alloc = status.get("allocation")
