@@ -115,7 +115,7 @@ class FakeApi:
         raise ApiError(405, "MethodNotAllowed", method)
 
     def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
-        kind, ns, _name, _sub = self._parse(path)
+        kind, _ns, _name, _sub = self._parse(path)
         since = int(query.get("resourceVersion") or 0)
         if since < self.compacted:
             raise ApiError(410, "Gone", f"too old resource version: {since} ({self.compacted})")
@@ -130,10 +130,7 @@ class FakeApi:
     # ------------------------------------------------------------------ internals
     def _parse(self, path: str) -> tuple[str, str | None, str | None, str]:
         parts = [p for p in path.split("/") if p]
-        if parts[0] == "api":
-            parts = parts[2:]
-        else:
-            parts = parts[3:]
+        parts = parts[2:] if parts[0] == "api" else parts[3:]
         ns = None
         if parts[0] == "namespaces" and len(parts) >= 3:
             ns = parts[1]
