@@ -74,7 +74,10 @@ class IndexedFilter:
         results: dict[str, NodeResult] = {}
         single = _single_device(cyc)
         free = self._free_candidates(cyc, snap) if single and self.switches.free_index else None
-        sig = _signature(cyc) if free is None and self.switches.node_index else None
+        # The node index finds the first node that fits: first-fit's choice only. (Affinity
+        # scoring ranks nodes; the free index handles that for one-device requests.)
+        sig = _signature(cyc) if free is None and self.switches.node_index and scoring != AFFINITY \
+            else None
         if free is None and sig is None:
             return False
         bad = self.node_index().verdicts(sig, len(snap.devices)) if single and sig is not None else None

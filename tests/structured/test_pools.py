@@ -9,8 +9,7 @@ from dra_affinity import cel
 from dra_affinity.api.resource import SHARING_AFFINITY_CEL_MAX_COST, ResourceSlice
 from dra_affinity.structured.pools import gather_pools
 from dra_affinity.validation import validate_object
-
-from .manifests import (
+from validation.manifests import (
     DRIVER,
     PKEY_EXPR,
     SUBNET_EXPR,

@@ -1,9 +1,13 @@
-"""The fast paths (node index, free-capacity/lock index, verdict caches) choose exactly
-what a straightforward full first-fit scan chooses, on random workloads with churn."""
+"""The fast paths (node index, free-capacity/lock index, verdict caches, the extraction
+cache by content) choose exactly what the reference path chooses (a full first-fit scan,
+an extraction per cycle), on random workloads with churn, in every combination of
+switches."""
 
 from __future__ import annotations
 
+import itertools
 import random
+from functools import cache
 
 import pytest
 
@@ -15,13 +19,13 @@ from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, s
 from dra_affinity.structured.model import Result
 
 
-def run(spec: WorkloadSpec, *, index: bool, scoring: str, steps: int, seed: int) -> list[tuple[str, str | None, tuple[str, ...]]]:
+def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed: int) -> list[tuple[str, str | None, tuple[str, ...]]]:
     cluster = Cluster()
     cluster.apply(device_class())
     for i in range(spec.nodes):
         for s in slices(spec, i):
             assert cluster.apply(s).applied
-    sched = Scheduler(cluster, Features(), scoring=scoring, fast_paths=FastPaths.all() if index else FastPaths())
+    sched = Scheduler(cluster, Features(), scoring=scoring, fast_paths=paths)
     sched.start()
     rng = random.Random(seed)
     running: list[str] = []
@@ -43,11 +47,22 @@ def run(spec: WorkloadSpec, *, index: bool, scoring: str, steps: int, seed: int)
     return out
 
 
+COMBINATIONS = [FastPaths(*bits) for bits in itertools.product((False, True), repeat=3)]
+
+
+@cache
+def reference(scoring: str, seed: int) -> tuple[tuple[str, str | None, tuple[str, ...]], ...]:
+    spec = WorkloadSpec(nodes=6, devices_per_node=3, slots=3, values=5, seed=seed)
+    return tuple(run(spec, paths=FastPaths.none(), scoring=scoring, steps=150, seed=seed))
+
+
+@pytest.mark.parametrize("paths", COMBINATIONS[1:], ids=lambda p: (
+    f"free={int(p.free_index)},node={int(p.node_index)},content={int(p.extraction_cache)}"))
 @pytest.mark.parametrize("scoring", ["firstfit", "affinity"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_fast_paths_agree_with_full_scan(scoring: str, seed: int) -> None:
+def test_fast_paths_agree_with_full_scan(paths: FastPaths, scoring: str, seed: int) -> None:
     spec = WorkloadSpec(nodes=6, devices_per_node=3, slots=3, values=5, seed=seed)
-    fast = run(spec, index=True, scoring=scoring, steps=150, seed=seed)
-    slow = run(spec, index=False, scoring=scoring, steps=150, seed=seed)
-    assert fast == slow
+    slow = reference(scoring, seed)
+    fast = run(spec, paths=paths, scoring=scoring, steps=150, seed=seed)
+    assert tuple(fast) == slow
     assert any(r[0] == "Unschedulable" for r in slow), "workload too easy to exercise failures"

@@ -1,0 +1,1 @@
+"""The embedded in-memory cluster and scenario runner behind ``dra-affinity simulate``."""
