@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import itertools
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -31,6 +33,7 @@ class FakeApi:
         # (method, path suffix) -> callable run before the request; may raise ApiError.
         self.before: dict[tuple[str, str], list[Callable[[], None]]] = {}
         self._names = itertools.count(1)
+        self.lock = threading.RLock()  # reflector threads and the loop share the fake
 
     # ------------------------------------------------------------------ helpers for tests
     def create(self, kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,6 +67,10 @@ class FakeApi:
     def request(self, method: str, path: str, *, body: Any = None,
                 query: Mapping[str, str] | None = None, content_type: str = "application/json",
                 timeout: float | None = None) -> Any:
+        with self.lock:
+            return self._request(method, path, body, query)
+
+    def _request(self, method: str, path: str, body: Any, query: Mapping[str, str] | None) -> Any:
         self.requests.append((method, path))
         for (m, suffix), fns in list(self.before.items()):
             if m == method and path.endswith(suffix) and fns:
@@ -115,6 +122,13 @@ class FakeApi:
         raise ApiError(405, "MethodNotAllowed", method)
 
     def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
+        with self.lock:
+            out = self._watch(path, query)
+        if len(out) == 1:
+            time.sleep(0.01)  # nothing new: a real watch would block; do not spin
+        return iter(out)
+
+    def _watch(self, path: str, query: Mapping[str, str]) -> list[dict[str, Any]]:
         kind, _ns, _name, _sub = self._parse(path)
         since = int(query.get("resourceVersion") or 0)
         if since < self.compacted:
@@ -125,7 +139,7 @@ class FakeApi:
                if _selected(o, sel)]
         out.append({"type": "BOOKMARK", "object": {"kind": kind,
                                                     "metadata": {"resourceVersion": str(self.rv)}}})
-        return iter(out)
+        return out
 
     # ------------------------------------------------------------------ internals
     def _parse(self, path: str) -> tuple[str, str | None, str | None, str]:

@@ -255,3 +255,42 @@ def test_json_log_lines() -> None:
 
     out: dict[str, Any] = json.loads(JsonFormatter().format(rec))
     assert out["msg"] == "scheduled" and out["pod"] == "default/a" and out["level"] == "info"
+
+
+def test_threads_end_to_end_with_leader_election_and_clean_stop(api: FakeApi) -> None:
+    """run(): reflectors, Lease, loop and HTTP in their threads; SIGTERM's path (stopping)."""
+    import threading
+    import time
+    import urllib.request
+
+    for name, subnet in [("a", "x"), ("b", "x"), ("c", "y")]:
+        api.create("ResourceClaim", claim(f"{name}-nic", subnet))
+        api.create("Pod", pod(name, f"{name}-nic"))
+    proc = SchedulerProcess(api, Options(identity="r1", metrics_port=0, metrics_address="127.0.0.1",
+                                         lease_duration=3, renew_deadline=2, retry_period=0.5))
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(proc.run(install_signals=False)))
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with api.lock:
+                if all(_node(api, f"default/{n}") for n in "abc"):
+                    break
+            time.sleep(0.05)
+        with api.lock:
+            assert all(_node(api, f"default/{n}") for n in "abc")
+        assert proc._server is not None
+        port = proc._server.server_address[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            assert r.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        assert "sharing_affinity_locked_devices 2.0" in text
+        assert "dra_affinity_leader 1.0" in text
+    finally:
+        proc.stopping.set()
+        t.join(30)
+    assert codes == [0]
+    lease = api.get("Lease", "kube-system/dra-affinity-scheduler")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # released
