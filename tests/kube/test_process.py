@@ -294,3 +294,27 @@ def test_threads_end_to_end_with_leader_election_and_clean_stop(api: FakeApi) ->
     assert codes == [0]
     lease = api.get("Lease", "kube-system/dra-affinity-scheduler")
     assert lease is not None and lease["spec"]["holderIdentity"] == ""  # released
+
+
+def test_tainted_and_cordoned_nodes_are_not_offered(api: FakeApi) -> None:
+    n1 = api.get("Node", "node-1")
+    assert n1 is not None
+    n1["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    api.update("Node", n1)
+    n2 = api.get("Node", "node-2")
+    assert n2 is not None
+    n2["spec"]["taints"] = [{"key": "dra-affinity.io/affinity-pools", "value": "true",
+                             "effect": "NoSchedule"}]
+    api.update("Node", n2)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    assert list(proc.view.nodes()) == ["node-2"]
+    _run(proc, api)
+    assert _node(api, "default/a") == "node-2"
+    n2 = api.get("Node", "node-2")
+    assert n2 is not None
+    n2["spec"]["unschedulable"] = True
+    api.update("Node", n2)
+    sync(api, proc.view)
+    assert list(proc.view.nodes()) == []

@@ -47,6 +47,8 @@ DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 WATCHED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
 MAX_WRITE_ATTEMPTS = 5
 MAX_RESERVED_FOR = 256
+# The example taint of nodes whose pools declare sharing affinity (deploy/affinity-pools.yaml).
+AFFINITY_POOLS_TAINT = "dra-affinity.io/affinity-pools"
 
 
 def rv_int(obj: Mapping[str, Any] | None) -> int:
@@ -79,8 +81,11 @@ class _Written:
 class KubeView:
     """A :class:`~dra_affinity.scheduler.view.ClusterView` over a real API server."""
 
-    def __init__(self, api: Api, *, on_problem: Callable[[str, str, str], None] | None = None) -> None:
+    def __init__(self, api: Api, *, on_problem: Callable[[str, str, str], None] | None = None,
+                 tolerated_taints: Iterable[str] = (AFFINITY_POOLS_TAINT,)) -> None:
         self.api = api
+        # Nodes with any other NoSchedule/NoExecute taint are not offered (see nodes()).
+        self.tolerated_taints = frozenset(tolerated_taints)
         self._store: dict[str, dict[str, _Entry]] = {k: {} for k in WATCHED_KINDS}
         # The assume cache: key -> what this process wrote, until the informer catches up.
         self._assumed: dict[str, dict[str, _Entry]] = {"ResourceClaim": {}, "Pod": {}}
@@ -206,11 +211,22 @@ class KubeView:
 
     # ================================================================== listers
     def nodes(self) -> Sequence[str]:
-        """Schedulable nodes (not cordoned), by name: a stable order across restarts."""
+        """Schedulable nodes, by name (a stable order across restarts).
+
+        The core filters by DRA and ``nodeSelector`` only; it does not read pod
+        tolerations. So a cordoned node, or one with a NoSchedule/NoExecute taint
+        this scheduler is not told to tolerate (not-ready, control plane, ...), is
+        never offered: conservative, never wrong."""
         if self._nodes is None:
             self._nodes = sorted(k for k, e in self._store["Node"].items()
-                                 if isinstance(e.model, Node) and not e.model.spec.unschedulable)
+                                 if isinstance(e.model, Node) and self._offered(e.model))
         return self._nodes
+
+    def _offered(self, node: Node) -> bool:
+        if node.spec.unschedulable:
+            return False
+        return not any(t.get("effect") in ("NoSchedule", "NoExecute")
+                       and t.get("key") not in self.tolerated_taints for t in node.spec.taints)
 
     def node_labels(self, name: str) -> Mapping[str, str]:
         e = self._store["Node"].get(name)
