@@ -360,13 +360,17 @@ def _gate_map(values: tuple[str, ...]) -> dict[str, bool]:
 @click.option("--initial-backoff", type=click.FloatRange(0.0), default=1.0, show_default=True,
               help="Seconds before a failed pod is tried again (doubling per failure).")
 @click.option("--max-backoff", type=click.FloatRange(0.0), default=10.0, show_default=True)
+@click.option("--tolerated-taint", "tolerated_taints", multiple=True,
+              default=("dra-affinity.io/affinity-pools",), show_default=True,
+              help="Taint keys whose nodes are still offered (repeatable); a node with any other "
+                   "NoSchedule/NoExecute taint is not.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
 def scheduler(kubeconfig: str | None, scheduler_name: str, leader_elect: bool, lease_namespace: str,
               lease_name: str, identity: str | None, lease_duration: float, renew_deadline: float,
               retry_period: float, metrics_port: int, metrics_address: str,
               feature_gates: tuple[str, ...], scoring: str, initial_backoff: float,
-              max_backoff: float, log_level: str) -> None:
+              max_backoff: float, tolerated_taints: tuple[str, ...], log_level: str) -> None:
     """Run as a secondary scheduler on a cluster (pods with --scheduler-name).
 
     Logs are JSON lines on stderr. SIGTERM stops it cleanly (the Lease is released).
@@ -400,7 +404,8 @@ def scheduler(kubeconfig: str | None, scheduler_name: str, leader_elect: bool, l
                    lease_duration=lease_duration, renew_deadline=renew_deadline,
                    retry_period=retry_period, metrics_port=metrics_port,
                    metrics_address=metrics_address, initial_backoff=initial_backoff,
-                   max_backoff=max_backoff, scoring=scoring)
+                   max_backoff=max_backoff, scoring=scoring,
+                   tolerated_taints=tolerated_taints)
     try:
         proc = SchedulerProcess(api, opts, features)
         code = proc.run()

@@ -44,7 +44,7 @@ from .api import Api
 from .informer import Change, Reflector
 from .leader import LeaderElector
 from .queue import SchedulingQueue
-from .view import WATCHED_KINDS, KubeView
+from .view import AFFINITY_POOLS_TAINT, WATCHED_KINDS, KubeView
 
 log = logging.getLogger("dra_affinity.kube")
 
@@ -82,6 +82,7 @@ class Options:
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
     scoring: str = "firstfit"
+    tolerated_taints: tuple[str, ...] = (AFFINITY_POOLS_TAINT,)
 
 
 class SchedulerProcess:
@@ -91,7 +92,8 @@ class SchedulerProcess:
         self.api = api
         self.options = options
         self.changes: queue.Queue[Change] = queue.Queue()
-        self.view = KubeView(api, on_problem=self._object_problem)
+        self.view = KubeView(api, on_problem=self._object_problem,
+                             tolerated_taints=options.tolerated_taints)
         self.view.pod_listeners.append(self._pod_changed)
         self.metrics = SchedulerMetrics()
         self.recorder = KubeRecorder()
