@@ -169,7 +169,7 @@ class KubeView:
         else:
             self._store[kind][key] = _Entry(raw, model)
         assumed = self._assumed.get(kind, {}).get(key)
-        if assumed is not None and rv_int(raw) >= rv_int(assumed.raw):
+        if assumed is not None and self._caught_up(kind, raw, assumed):
             del self._assumed[kind][key]  # the watch caught up with our write
         self._changed(kind, before, self._effective(kind, key))
 
@@ -180,10 +180,20 @@ class KubeView:
         self._problems_seen.pop(f"{kind}/{key}", None)
         self._changed(kind, before, None)
 
+    @staticmethod
+    def _caught_up(kind: str, raw: Mapping[str, Any], assumed: _Entry) -> bool:
+        """Claims: the informer holds our write or a later one (resourceVersions are etcd
+        revisions). Pods: the informer shows the binding (any other update of the pod,
+        a late status patch say, must not make a bound pod look pending again)."""
+        if kind == "Pod":
+            return bool((raw.get("spec") or {}).get("nodeName"))
+        return rv_int(raw) >= rv_int(assumed.raw)
+
     def _effective_entry(self, kind: str, key: str) -> _Entry | None:
         cur = self._store[kind].get(key)
         assumed = self._assumed.get(kind, {}).get(key)
-        if assumed is not None and (cur is None or rv_int(assumed.raw) > rv_int(cur.raw)):
+        if assumed is not None and (cur is None or kind == "Pod"
+                                    or rv_int(assumed.raw) > rv_int(cur.raw)):
             return assumed
         return cur
 
@@ -288,7 +298,7 @@ class KubeView:
         if model is None:
             return None
         cur = self._store[kind].get(key)
-        if cur is None or rv_int(raw) > rv_int(cur.raw):
+        if cur is None or kind == "Pod" or rv_int(raw) > rv_int(cur.raw):
             self._assumed[kind][key] = _Entry(raw, model)
         self._changed(kind, before, self._effective(kind, key))
         return model
@@ -416,8 +426,6 @@ class KubeView:
         self._cycle = []
         raw = copy.deepcopy(self.raw("Pod", key) or pod.to_dict())
         raw.setdefault("spec", {})["nodeName"] = node
-        meta = raw.setdefault("metadata", {})
-        meta["resourceVersion"] = str(rv_int(raw) + 1)  # newer than the pending copy
         self._assume("Pod", key, raw)
 
     def _fail_cycle(self) -> None:
