@@ -12,6 +12,7 @@ from kube.live import (
     Live,
     World,
     assert_no_incompatible_colocation,
+    control_plane,
     live,
     lock_table,
     locks,
@@ -21,7 +22,7 @@ from kube.live import (
 )
 
 pytestmark = pytest.mark.cluster
-_FIXTURES = (live, ns, schedulers)  # pytest finds fixtures by module attribute
+_FIXTURES = (control_plane, live, ns, schedulers)  # pytest finds fixtures by module attribute
 
 
 def _bound(live: Live, ns: str, *pods: str, timeout: float = 60) -> None:

@@ -188,7 +188,8 @@ class SchedulerProcess:
                 self.started.set()
                 self.leader.set(1)
                 log.info("scheduling started", extra={"fields": {
-                    "nodes": len(self.view.nodes()), "slices": len(self.view.slices()),
+                    "nodes": len(self.view.nodes()), "nodesTotal": self.view.node_count(),
+                    "slices": len(self.view.slices()),
                     "claims": len(self.view.claims()), "pending": len(self.queue)}})
                 self._flush_events()
                 continue

@@ -232,6 +232,10 @@ class KubeView:
                                  if isinstance(e.model, Node) and self._offered(e.model))
         return self._nodes
 
+    def node_count(self) -> int:
+        """All nodes, offered or not (for logs)."""
+        return len(self._store["Node"])
+
     def _offered(self, node: Node) -> bool:
         if node.spec.unschedulable:
             return False
