@@ -65,7 +65,7 @@ def test_rollout_quarantines_legacy_devices_until_drained(control_plane: Any, li
     NIC (mixed subnets) is Unreconstructable until both legacy pods are gone."""
     w = World(live, ns, nodes=1, nics=2, annotation=False)
     name = f"dra-affinity-{ns}"
-    schedulers()
+    sched = schedulers()
     for pod, subnet in [("l1", "x"), ("l2", "y")]:
         w.claim(f"{pod}-nic", subnet)
         w.pod(pod, claim=f"{pod}-nic", scheduler=name)
@@ -81,7 +81,11 @@ def test_rollout_quarantines_legacy_devices_until_drained(control_plane: Any, li
     assert live.devices_of(ns, "n1") == [eth2]  # not onto the quarantined NIC
     live.delete_pod(ns, "l1")
     wait_until(lambda: _deallocated(live, ns, "l1-nic"), 60, "l1-nic deallocated")
-    assert lock_table(locks(control_plane.kubeconfig), w.driver)[eth1][0] == "Unreconstructable"
+    # The running scheduler keeps the NIC quarantined until it drains completely ...
+    wait_until(lambda: "sharing_affinity_unreconstructable_devices 1.0" in sched.metrics(), 30,
+               "the running scheduler still quarantining eth1")
+    # ... while a scheduler starting now would rebuild it from the one claim left.
+    assert lock_table(locks(control_plane.kubeconfig), w.driver)[eth1] == ("Locked", {"subnet": "y"})
     live.delete_pod(ns, "l2")
     wait_until(lambda: _deallocated(live, ns, "l2-nic"), 60, "l2-nic deallocated")
     w.claim("n2-nic", "z")
