@@ -93,7 +93,6 @@ def test_leader_failover_between_two_replicas(control_plane: Any, live: Live, ns
 def test_sigterm_releases_the_lease_and_exits_zero(control_plane: Any, live: Live, ns: str,
                                                    schedulers: Any) -> None:
     World(live, ns, nodes=1, nics=1)
-    name = f"dra-affinity-{ns}"
     a = schedulers(identity="replica-a")
     wait_until(a.leading, 60, "replica-a leading")
     t0 = time.monotonic()
