@@ -604,6 +604,8 @@ class ControlPlane:
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            # The kubernetes Service's endpoint cannot point at loopback; nothing here uses it.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={self.ports['kube-apiserver']}",
             f"--cert-dir={self.workdir / 'apiserver'}",
             f"--tls-cert-file={pki.serving_cert}",
@@ -798,7 +800,7 @@ def create_ready_node(
     labels: Mapping[str, str] | None = None,
     allocatable: Mapping[str, str] | None = None,
 ) -> Any:
-    """Create a Node object and mark it Ready through the status subresource.
+    """Create a schedulable Node object, Ready through the status subresource, untainted.
 
     There is no kubelet: the object alone is what schedulers see. ``allocatable``
     defaults to a modest machine so the stock scheduler's resource fit passes.
@@ -826,7 +828,10 @@ def create_ready_node(
             ],
         }
     }
-    return core.patch_node_status(name, status, _content_type=MERGE_PATCH)
+    core.patch_node_status(name, status, _content_type=MERGE_PATCH)
+    # Admission taints every new Node node.kubernetes.io/not-ready:NoSchedule; the node
+    # lifecycle controller (not run here) would lift it once Ready. Lift it ourselves.
+    return core.patch_node(name, {"spec": {"taints": None}}, _content_type=MERGE_PATCH)
 
 
 def raw_request(

@@ -246,7 +246,8 @@ def test_sharing_affinity_field_is_dropped_with_a_warning_by_default(
         control_plane.client, "POST", "/apis/resource.k8s.io/v1/resourceslices", body=body
     )
     assert status == 201
-    assert 'unknown field "spec.sharingAffinity"' in headers.get("Warning", "")
+    # One RFC 7234 warning (code 299), the field path quoted inside the quoted text.
+    assert headers["Warning"] == '299 - "unknown field \\"spec.sharingAffinity\\""'
     assert "sharingAffinity" not in created["spec"]
     stored = _resource(control_plane).read_resource_slice(name)
     assert stored.spec.to_dict().get("sharingAffinity") is None
@@ -336,7 +337,9 @@ def test_controller_creates_claim_from_template(
     assert claim.metadata.annotations["resource.kubernetes.io/pod-claim-name"] == "nic"
     (owner,) = claim.metadata.owner_references
     assert (owner.kind, owner.name, owner.uid) == ("Pod", "worker", pod.metadata.uid)
-    assert owner.controller is True and owner.block_owner_deletion is True
+    # The controller sets controller=true but not blockOwnerDeletion.
+    assert owner.controller is True
+    assert owner.block_owner_deletion is None
     # The template's spec, opaque config included, is copied verbatim.
     (config,) = claim.spec.devices.config
     assert config.opaque.driver == DRIVER
@@ -452,7 +455,9 @@ def test_stock_scheduler_allocates_and_binds_a_claim(
     resource = _resource(control_plane)
     core = _core(control_plane)
     node = _name("node-stock")
-    create_ready_node(control_plane.client, node)
+    created = create_ready_node(control_plane.client, node)
+    assert created.spec.taints is None
+    assert created.status.conditions[0].type == "Ready"
     # A single-slice pool whose two plain devices the stock allocator may pick.
     resource.create_resource_slice(
         {
@@ -473,7 +478,13 @@ def test_stock_scheduler_allocates_and_binds_a_claim(
         current = core.read_namespaced_pod("worker", namespace)
         return current if current.spec.node_name else None
 
-    bound_pod = wait_for(bound, timeout=60, what="the stock scheduler to bind the pod")
+    try:
+        bound_pod = wait_for(bound, timeout=60, what="the stock scheduler to bind the pod")
+    except ControlPlaneError:
+        conditions = core.read_namespaced_pod("worker", namespace).status.conditions
+        log = control_plane.plane.workdir / "logs" / "kube-scheduler.log"
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        pytest.fail(f"pod not bound; conditions {conditions}; scheduler log:\n{tail}")
     assert bound_pod.spec.node_name == node
     stored = resource.read_namespaced_resource_claim(claim.metadata.name, namespace)
     (result,) = stored.status.allocation.devices.results
