@@ -11,7 +11,6 @@ from kube.live import (
     Live,
     World,
     assert_no_incompatible_colocation,
-    control_plane,
     live,
     lock_table,
     locks,
@@ -21,7 +20,7 @@ from kube.live import (
 )
 
 pytestmark = pytest.mark.cluster
-_FIXTURES = (control_plane, live, ns, schedulers)  # pytest finds fixtures by module attribute
+_FIXTURES = (live, ns, schedulers)  # pytest finds fixtures by module attribute
 
 SUBNETS = ["x", "y", "z", "w"]
 

@@ -116,8 +116,17 @@ class FakeApi:
                 new["kind"] = "ResourceClaim"
             return self._store(kind, key, new, "MODIFIED")
         if method == "PATCH":
+            want = (body.get("metadata") or {}).get("resourceVersion")
+            if want and want != cur["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", "the object has been modified")
             new = copy.deepcopy(cur)
-            _merge(new, body)
+            if sub == "status":
+                _merge(new, {"status": body.get("status") or {}})
+                if "finalizers" in (body.get("metadata") or {}):
+                    raise ApiError(400, "BadRequest", "status patch may not change metadata")
+            else:
+                _merge(new, {k: v for k, v in body.items() if k != "status"})
+            new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
             return self._store(kind, key, new, "MODIFIED")
         raise ApiError(405, "MethodNotAllowed", method)
 

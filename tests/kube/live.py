@@ -385,30 +385,6 @@ import pytest  # noqa: E402
 
 _ids = itertools.count()
 
-# kube-apiserver 1.37 refuses a loopback --advertise-address with the default endpoint
-# reconciler ("may not be in the loopback range"); the plane here runs with the reconciler
-# off (no kubernetes Service endpoints are needed by these tests).
-APISERVER_ARGS = ["--endpoint-reconciler-type=none"]
-
-
-@pytest.fixture(scope="session")
-def control_plane(bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The harness's control plane (stock kube-scheduler included), with APISERVER_ARGS."""
-    from controlplane import ControlPlane
-
-    from conftest import ControlPlaneHandle
-
-    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"), bin_dir, with_scheduler=True,
-                         extra_args={"kube-apiserver": APISERVER_ARGS})
-    plane.start()
-    api = plane.api_client()
-    try:
-        yield ControlPlaneHandle(plane=plane, kubeconfig=plane.kubeconfig, client=api)
-    finally:
-        api.close()
-        plane.stop()
-
-
 @pytest.fixture
 def live(control_plane: Any) -> Live:
     return Live(control_plane.client)

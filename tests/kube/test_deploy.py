@@ -88,8 +88,9 @@ def test_rbac_grants_every_request_the_scheduler_makes() -> None:
     grants = _grants()
     needed = {_needed(m, p) for m, p in api.requests}
     # status writes of claims also need the synthetic resourceclaims/binding (1.36+)
-    if ("resource.k8s.io", "resourceclaims/status", "update") in needed:
-        needed.add(("resource.k8s.io", "resourceclaims/binding", "update"))
+    for verb in ("update", "patch"):
+        if ("resource.k8s.io", "resourceclaims/status", verb) in needed:
+            needed.add(("resource.k8s.io", "resourceclaims/binding", verb))
     needed |= {(g, r, "watch") for g, r, v in needed if v == "list"}
     missing = sorted(n for n in needed if n not in grants)
     assert not missing, missing

@@ -72,6 +72,9 @@ def test_matching_keys_share_a_device_and_conflicting_keys_do_not(api: FakeApi) 
         assert DELETE_PROTECTION in c["metadata"]["finalizers"]
         assert [r["name"] for r in c["status"]["reservedFor"]] == [name]
         assert c["status"]["reservedFor"][0]["uid"] == f"uid-pod-{name}"
+    # claims are only ever patched: a PUT would send the spec back, which the server
+    # compares byte for byte (opaque parameters) and refuses as modified
+    assert not [p for m, p in api.requests if m == "PUT" and "/resourceclaims/" in p]
     rows, _ = cluster_locks(api)
     locks = {r["device"]: r["lock"] for r in rows if r["status"] == "Locked"}
     assert locks[_devices(api, "default/a-nic")[0]] == {"subnet": "x"}
@@ -168,13 +171,13 @@ def test_claim_conflict_is_retried_after_reading_again(api: FakeApi) -> None:
         c["metadata"].setdefault("labels", {})["touched"] = "yes"
         api.update("ResourceClaim", c)
 
-    api.on("PUT", "/resourceclaims/a-nic/status", touch)
+    api.on("PATCH", "/resourceclaims/a-nic/status", touch)
     _run(proc, api, rounds=1)
     assert _node(api, "default/a") == "node-1"
     c = api.get("ResourceClaim", "default/a-nic")
     assert c is not None and c["metadata"]["labels"] == {"touched": "yes"}
     assert c["status"]["allocation"]["devices"]["results"][0]["device"] == "eth1"
-    puts = [p for m, p in api.requests if m == "PUT" and p.endswith("a-nic/status")]
+    puts = [p for m, p in api.requests if m == "PATCH" and p.endswith("a-nic/status")]
     assert len(puts) == 2
 
 
@@ -194,7 +197,7 @@ def test_claim_allocated_elsewhere_is_a_conflict_without_writes(api: FakeApi) ->
         c["status"] = {"allocation": other}
         api.update("ResourceClaim", c, status=True)
 
-    api.on("PUT", "/resourceclaims/a-nic/status", allocate_elsewhere)
+    api.on("PATCH", "/resourceclaims/a-nic/status", allocate_elsewhere)
     proc.schedule_one(proc.queue.pop() or "")
     c = api.get("ResourceClaim", "default/a-nic")
     assert c is not None and c["status"]["allocation"] == other  # untouched by us

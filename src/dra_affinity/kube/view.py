@@ -37,7 +37,7 @@ from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.scheduler.view import Listener, WriteConflict
 
-from .api import RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
+from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
 from .convert import ConversionError, object_key, to_model
 from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
 
@@ -356,10 +356,7 @@ class KubeView:
                 try:
                     if want is not None:
                         raw = self._ensure_finalizer(raw, claim)
-                    status = dict(raw.get("status") or {})
-                    if allocating:
-                        status["allocation"] = want
-                    reserved = list(status.get("reservedFor") or [])
+                    reserved = list((raw.get("status") or {}).get("reservedFor") or [])
                     names = {(r.get("resource"), r.get("name"), r.get("uid")) for r in reserved}
                     for r in added:
                         if (r.resource, r.name, r.uid) not in names:
@@ -367,11 +364,10 @@ class KubeView:
                     if len(reserved) > MAX_RESERVED_FOR:
                         raise WriteConflict(f"claim {key} is already reserved for "
                                             f"{len(reserved) - 1} consumers")
-                    status["reservedFor"] = reserved
-                    body = {**raw, "status": status}
-                    res = RESOURCES["ResourceClaim"]
-                    stored = self.api.request("PUT", res.item(claim.name, claim.namespace, "status"),
-                                              body=body)
+                    patch: dict[str, Any] = {"reservedFor": reserved}
+                    if allocating:
+                        patch["allocation"] = want
+                    stored = self._patch(claim.namespace, claim.name, raw, status=patch)
                 except ApiError as e:
                     if e.conflict:
                         continue
@@ -393,14 +389,30 @@ class KubeView:
             raise
 
     def _ensure_finalizer(self, raw: dict[str, Any], claim: ResourceClaim) -> dict[str, Any]:
-        meta = dict(raw.get("metadata") or {})
-        finalizers = list(meta.get("finalizers") or [])
+        finalizers = list((raw.get("metadata") or {}).get("finalizers") or [])
         if DELETE_PROTECTION in finalizers:
             return raw
-        meta["finalizers"] = [*finalizers, DELETE_PROTECTION]
+        return self._patch(claim.namespace, claim.name, raw,
+                           finalizers=[*finalizers, DELETE_PROTECTION])
+
+    def _patch(self, namespace: str, name: str, raw: Mapping[str, Any], *,
+               status: Mapping[str, Any] | None = None,
+               finalizers: list[str] | None = None) -> dict[str, Any]:
+        """A merge patch carrying the resourceVersion read (so it is a compare-and-swap:
+        409 when the claim changed). Patches, not updates: a PUT would send the spec
+        back, and the server compares opaque parameters byte for byte, so a claim whose
+        parameters were written with other JSON spacing would look modified (422)."""
+        meta: dict[str, Any] = {"resourceVersion": (raw.get("metadata") or {}).get("resourceVersion")}
+        body: dict[str, Any] = {"metadata": meta}
+        if finalizers is not None:
+            meta["finalizers"] = finalizers
+        if status is not None:
+            body["status"] = dict(status)
         res = RESOURCES["ResourceClaim"]
-        stored: dict[str, Any] = self.api.request("PUT", res.item(claim.name, claim.namespace),
-                                                  body={**raw, "metadata": meta})
+        stored: dict[str, Any] = self.api.request(
+            "PATCH", res.item(name, namespace, "status" if status is not None else ""),
+            body=body, content_type=MERGE_PATCH)
+        stored.setdefault("kind", "ResourceClaim")
         return stored
 
     def _get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
@@ -445,30 +457,24 @@ class KubeView:
 
     def _unreserve_claim(self, w: _Written) -> None:
         ns, name = w.key.split("/", 1)
-        res = RESOURCES["ResourceClaim"]
         for _ in range(MAX_WRITE_ATTEMPTS):
             raw = self._get("ResourceClaim", name, ns)
             if raw is None:
                 return
-            status = dict(raw.get("status") or {})
-            reserved = [r for r in status.get("reservedFor") or []
+            reserved = [r for r in (raw.get("status") or {}).get("reservedFor") or []
                         if not (r.get("resource") == "pods" and r.get("name") == w.pod_name
                                 and (not w.pod_uid or r.get("uid") == w.pod_uid))]
-            status["reservedFor"] = reserved
             deallocate = w.allocated and not reserved
+            patch: dict[str, Any] = {"reservedFor": reserved or None}
             if deallocate:
-                status.pop("allocation", None)
-            if not status["reservedFor"]:
-                status.pop("reservedFor")
+                patch["allocation"] = None
             try:
-                stored = self.api.request("PUT", res.item(name, ns, "status"),
-                                          body={**raw, "status": status})
+                stored = self._patch(ns, name, raw, status=patch)
                 if deallocate:
-                    meta = dict(stored.get("metadata") or {})
-                    fins = [f for f in meta.get("finalizers") or [] if f != DELETE_PROTECTION]
-                    if fins != list(meta.get("finalizers") or []):
-                        meta["finalizers"] = fins
-                        stored = self.api.request("PUT", res.item(name, ns), body={**stored, "metadata": meta})
+                    fins = list((stored.get("metadata") or {}).get("finalizers") or [])
+                    if DELETE_PROTECTION in fins:
+                        stored = self._patch(ns, name, stored,
+                                             finalizers=[f for f in fins if f != DELETE_PROTECTION])
             except ApiError as e:
                 if e.conflict:
                     continue
