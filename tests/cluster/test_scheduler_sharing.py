@@ -83,10 +83,11 @@ def test_templates_and_unschedulable_diagnostics(control_plane: Any, live: Live,
     def diagnosed() -> Any:
         p = live.pod(ns, "t3")
         conds = [c for c in (p or {}).get("status", {}).get("conditions") or []
-                 if c["type"] == "PodScheduled" and c["status"] == "False"]
+                 if c["type"] == "PodScheduled" and c["status"] == "False"
+                 and "nodes are available" in c["message"]]
         return conds and conds[0]
 
-    cond = wait_until(diagnosed, 60, "PodScheduled=False on t3")
+    cond = wait_until(diagnosed, 60, "PodScheduled=False on t3 with the nodes' reasons")
     assert cond["reason"] == "Unschedulable"
     assert "0/" in cond["message"] and "nodes are available" in cond["message"]
     assert live.node_of(ns, "t3") is None

@@ -321,3 +321,28 @@ def test_tainted_and_cordoned_nodes_are_not_offered(api: FakeApi) -> None:
     api.update("Node", n2)
     sync(api, proc.view)
     assert list(proc.view.nodes()) == []
+
+
+def test_pod_waits_for_its_template_claim_without_an_attempt(api: FakeApi) -> None:
+    """PreEnqueue: no attempt, condition or event while the template's claim is missing;
+    the claim's creation (with the pod's status naming it) lets the pod through."""
+    p = pod("t", "unused")
+    p["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimTemplateName": "subnet-x"}]
+    api.create("Pod", p)
+    proc = _process(api)
+    _run(proc, api, rounds=1)
+    assert "default/t" in proc.waiting
+    assert not api.objects["Event"]
+    stored = api.get("Pod", "default/t")
+    assert stored is not None and "conditions" not in stored["status"]
+    # the resourceclaim controller's work, by hand: the claim, then the pod's status
+    c = claim("t-nic-abcde", "x")
+    c["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "t",
+                                         "uid": "uid-pod-t", "controller": True}]
+    api.create("ResourceClaim", c)
+    stored["status"]["resourceClaimStatuses"] = [{"name": "nic", "resourceClaimName": "t-nic-abcde"}]
+    api.update("Pod", stored, status=True)
+    sync(api, proc.view)
+    assert "default/t" not in proc.waiting
+    _run(proc, api)
+    assert _node(api, "default/t") == "node-1"

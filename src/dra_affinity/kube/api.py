@@ -123,7 +123,6 @@ class ClientApi:
     def _send(self, method: str, path: str, body: Any, query: Mapping[str, str] | None,
               content_type: str, timeout: Any) -> Any:
         import urllib3
-
         from kubernetes.client.rest import RESTResponse
 
         request = self.client.param_serialize(

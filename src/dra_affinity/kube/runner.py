@@ -95,6 +95,9 @@ class SchedulerProcess:
         self.view = KubeView(api, on_problem=self._object_problem,
                              tolerated_taints=options.tolerated_taints)
         self.view.pod_listeners.append(self._pod_changed)
+        self.view.claim_created.append(self._claim_created)
+        # Pods waiting for a claim to be created (PreEnqueue): key -> what is missing.
+        self.waiting: dict[str, list[str]] = {}
         self.metrics = SchedulerMetrics()
         self.recorder = KubeRecorder()
         self.scheduler = Scheduler(self.view, features or Features(), metrics=self.metrics,
@@ -131,12 +134,23 @@ class SchedulerProcess:
         self.leader = Gauge("dra_affinity_leader", "1 while this replica leads and schedules.",
                             registry=r)
         self._server: ThreadingHTTPServer | None = None
+        self.outgoing: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._event_thread: threading.Thread | None = None
 
     # ================================================================== callbacks (loop thread)
     def _object_problem(self, kind: str, key: str, message: str) -> None:
         if kind != "ResourceSlice":
             return
         self.recorder.event(f"ResourceSlice {key}", "Warning", "SharingAffinityInvalid", message)
+
+    def _claim_created(self, claim: Any) -> None:
+        """A claim appeared: the pods waiting for one in its namespace are tried again."""
+        ns = claim.namespace
+        for key in [k for k in self.waiting if k.startswith(f"{ns}/")]:
+            del self.waiting[key]
+            pod = self.view.pod(key)
+            if pod is not None:
+                self.queue.add(key, pod.spec.priority or 0, updated=True)
 
     def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         if new is None:
@@ -199,6 +213,17 @@ class SchedulerProcess:
             self.pending.set(len(self.queue))
 
     def schedule_one(self, key: str) -> None:
+        pod0 = self.view.pod(key)
+        missing = self.view.missing_claims(pod0) if pod0 is not None and not pod0.spec.node_name \
+            else []
+        if missing:
+            # PreEnqueue, as the DynamicResources plugin does: no attempt (and no condition or
+            # event) until the claims exist; their creation or a pod update retries at once.
+            self.waiting[key] = missing
+            self.queue.failed(key)
+            log.debug("waiting for claims", extra={"fields": {"pod": key, "missing": missing}})
+            return
+        self.waiting.pop(key, None)
         waited = self.queue.waited(key)
         t0 = time.perf_counter()
         with self.core_lock:
@@ -245,10 +270,23 @@ class SchedulerProcess:
                     involved["uid"] = p.metadata.uid
             elif kind == "ResourceSlice":
                 involved["apiVersion"] = "resource.k8s.io/v1"
-            self.view.post_event(namespace=ns or "default", involved=involved, type_=type_,
-                                 reason=reason, message=message,
-                                 component=self.options.scheduler_name,
-                                 instance=self.options.identity)
+            self.outgoing.put(dict(namespace=ns or "default", involved=involved, type_=type_,
+                                   reason=reason, message=message,
+                                   component=self.options.scheduler_name,
+                                   instance=self.options.identity))
+        if self._event_thread is None:  # no thread (tests driving the loop by hand): send now
+            self._send_events()
+
+    def _send_events(self, block: bool = False) -> None:
+        """Post queued Events (a thread of their own in run(): never on the hot path)."""
+        while True:
+            try:
+                ev = self.outgoing.get(timeout=0.5) if block else self.outgoing.get_nowait()
+            except queue.Empty:
+                if not block or self.stopping.is_set():
+                    return
+                continue
+            self.view.post_event(**ev)
 
     # ================================================================== HTTP
     def serve_http(self) -> int:
@@ -301,6 +339,9 @@ class SchedulerProcess:
             r.start()
         if self.elector is not None:
             self.elector.start()
+        self._event_thread = threading.Thread(target=self._send_events, args=(True,),
+                                              name="events", daemon=True)
+        self._event_thread.start()
         self._loop_thread = threading.Thread(target=self.loop, name="scheduling-loop")
         self._loop_thread.start()
         while self._loop_thread.is_alive():
@@ -310,6 +351,10 @@ class SchedulerProcess:
 
     def shutdown(self) -> None:
         self.stopping.set()
+        if self._event_thread is not None:
+            self._event_thread.join(5)
+            self._event_thread = None
+            self._send_events()  # what is left, best effort
         if self.elector is not None:
             self.elector.stop()  # releases the Lease if held
         for r in self.reflectors:

@@ -101,6 +101,7 @@ class KubeView:
         # Called as on_problem(kind, key, message) for objects the scheduler cannot use.
         self.on_problem = on_problem
         self.pod_listeners: list[Callable[[Pod | None, Pod | None], None]] = []
+        self.claim_created: list[Callable[[TypedObject], None]] = []
 
     # ================================================================== informer side
     def apply(self, change: Change) -> None:
@@ -216,6 +217,9 @@ class KubeView:
             for fn in self.pod_listeners:
                 fn(old if isinstance(old, Pod) else None, new if isinstance(new, Pod) else None)
             return
+        if kind == "ResourceClaim" and old is None and new is not None:
+            for created in self.claim_created:
+                created(new)
         for li in list(self.listeners):
             li.on_change(kind, old, new)
 
@@ -306,6 +310,22 @@ class KubeView:
             self._assumed[kind][key] = _Entry(raw, model)
         self._changed(kind, before, self._effective(kind, key))
         return model
+
+    def missing_claims(self, pod: Pod) -> list[str]:
+        """The pod's claims not in the cache yet (a template's claim not created yet)."""
+        from dra_affinity.scheduler.cycle import claim_name
+
+        out = []
+        for prc in pod.spec.resource_claims:
+            if prc.resource_claim_template_name and not any(
+                    isinstance(st, dict) and st.get("name") == prc.name
+                    for st in pod.status.get("resourceClaimStatuses") or ()):
+                out.append(f"{pod.namespace}/<{prc.name} from {prc.resource_claim_template_name}>")
+                continue
+            key = f"{pod.namespace}/{claim_name(pod, prc)}"
+            if self.claim(key) is None:
+                out.append(key)
+        return out
 
     def resync_claims(self, pod: Pod) -> None:
         """Tell listeners every claim of the pod as the cluster has it now: after a failed
