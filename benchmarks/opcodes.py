@@ -7,20 +7,42 @@ attempt and the functions whose counts differ most. It says where the extra work
 not what it costs in time (memory traffic is invisible here).
 
     python benchmarks/opcodes.py [--nodes 200] [--pods 3000] [--top 25]
+
+The counts are the same on every run. Two things would otherwise move them: string
+hashing (set and dict iteration orders follow ``PYTHONHASHSEED``, random by default),
+so the script re-executes itself with ``PYTHONHASHSEED=0``; and the Filter-duration
+histogram, whose bucket search depends on the measured time, so the scheduler's clock
+is replaced by one that advances a fixed 100 microseconds per reading while counting.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
+import os
 import sys
 from types import FrameType
 from typing import Any
 
 from dra_affinity.bench.throughput import run_fill
+from dra_affinity.scheduler import scheduler as scheduler_module
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import WorkloadSpec
+
+HASH_SEED = "0"
+
+
+class _FixedStepClock:
+    """Stands in for the ``time`` module inside the scheduler: every reading is 100 us
+    after the previous one, so the duration histogram takes the same path every run."""
+
+    def __init__(self) -> None:
+        self._ticks = itertools.count()
+
+    def perf_counter(self) -> float:
+        return next(self._ticks) * 1e-4
 
 
 def count(spec: WorkloadSpec) -> tuple[int, collections.Counter[str]]:
@@ -44,15 +66,22 @@ def count(spec: WorkloadSpec) -> tuple[int, collections.Counter[str]]:
         finally:
             sys.settrace(None)
 
+    real_time = scheduler_module.time
     Scheduler.schedule = traced  # type: ignore[method-assign]
+    scheduler_module.time = _FixedStepClock()  # type: ignore[assignment]
     try:
         r = run_fill(spec)
     finally:
         Scheduler.schedule = original  # type: ignore[method-assign]
+        scheduler_module.time = real_time
     return int(r["attempts"]), counts
 
 
 def main() -> None:
+    if os.environ.get("PYTHONHASHSEED") != HASH_SEED:
+        # Hash randomisation is fixed at interpreter start-up: start again with a fixed seed.
+        os.environ["PYTHONHASHSEED"] = HASH_SEED
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--pods", type=int, default=3000)

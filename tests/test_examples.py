@@ -57,6 +57,22 @@ MK0, MK1 = dev("mlx5-0", "node1"), dev("mlx5-1", "node1")
 
 EXAMPLE_CASES: list[Case] = [
     Case(
+        "starter.yaml",
+        base=EXAMPLES,
+        steps=(
+            S(0, "Scheduled", N1, (dev("eth1"),), claim="default/pod-a-nic"),
+            S(1, "Scheduled", N1, (dev("eth1"),), claim="default/pod-b-nic"),
+            S(2, "Scheduled", N1, (dev("eth2"),), claim="default/subnet-y-nic"),
+        ),
+        devices=(
+            D(dev("eth1"), "Locked", X, ("default/pod-a-nic", "default/pod-b-nic")),
+            D(dev("eth2"), "Clean", {}, ()),
+        ),
+        metrics={LOCKED: 1, REUSE: 1, CONFLICT: 1},
+        # a request for 2 slots takes 2; a request for none takes the requestPolicy default
+        extra=sc._all(_consumed(0, {f"{NET}/slots": "2"}), _consumed(2, {f"{NET}/slots": "1"})),
+    ),
+    Case(
         "story-3-subnet.yaml",
         base=EXAMPLES,
         steps=(

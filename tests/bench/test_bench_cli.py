@@ -43,3 +43,21 @@ def test_bench_rejects_bad_scaling_lists() -> None:
                         "--scaling-nodes", "a,b"], capture_output=True, text=True, timeout=60,
                        check=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_offline_iterations_reaches_the_packing_report() -> None:
+    """--offline-iterations sets the offline reference's search limit (a tiny workload)."""
+    out = run_json([sys.executable, "-m", "dra_affinity", "bench", "--packing", "--nodes", "4",
+                    "--devices-per-node", "2", "--values", "3", "--seed", "2",
+                    "--offline-iterations", "7", "--output", "json"])
+    offline = out["reference"]["offline"]  # type: ignore[index]
+    assert offline["iterationLimit"] == 7
+    assert offline["iterations"] <= 7
+    assert out["workload"]["nodes"] == 4  # type: ignore[index]
+
+
+def test_offline_iterations_without_packing_is_rejected() -> None:
+    p = subprocess.run([sys.executable, "-m", "dra_affinity", "bench", "--offline-iterations", "3"],
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 2
+    assert "--offline-iterations applies only with --packing" in p.stderr

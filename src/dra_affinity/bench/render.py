@@ -16,6 +16,9 @@ def render_bench(out: dict[str, Any], console: Console) -> None:
         for name, p in out["policies"].items():
             t.add_row(name, str(p["devicesUsed"]), f"{p['ratio']:.3f}", str(p["unschedulable"]),
                       str(p["strandedSlots"]))
+        off = out.get("reference", {}).get("offline")
+        if off is not None:
+            t.add_row("offline reference", str(off["devicesUsed"]), f"{off['ratio']:.3f}", "-", "-")
         console.print(t)
         return
     w = out["workload"]

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from dra_affinity.features import Features
+from dra_affinity.progress import PhaseReport
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
@@ -35,14 +36,20 @@ from dra_affinity.sim.workload import (
 )
 from dra_affinity.structured.model import Result
 
+#: Build progress is reported about this many times per cluster (cheap, and smooth enough).
+BUILD_REPORTS = 100
 
-def build_cluster(spec: WorkloadSpec) -> Cluster:
+
+def build_cluster(spec: WorkloadSpec, progress: PhaseReport | None = None) -> Cluster:
     cluster = Cluster()
     assert cluster.apply(device_class()).applied
+    every = max(1, spec.nodes // BUILD_REPORTS)
     for i in range(spec.nodes):
         for s in slices(spec, i):
             res = cluster.apply(s)
             assert res.applied, res.errors
+        if progress is not None and ((i + 1) % every == 0 or i + 1 == spec.nodes):
+            progress("build", i + 1, spec.nodes)
     return cluster
 
 
@@ -58,14 +65,16 @@ LOCKSTEP_CHUNK = 500  # attempts per turn: long enough to amortise a cold cache,
 
 
 def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
-             chunk: int = LOCKSTEP_CHUNK) -> dict[str, Any]:
+             chunk: int = LOCKSTEP_CHUNK, progress: PhaseReport | None = None) -> dict[str, Any]:
     """Run one variant in this process; returns its figures.
 
     ``pause``, if given, is called once the cluster is built and then after every
-    ``chunk`` attempts, outside the timed region (lockstep runs hand the turn over)."""
+    ``chunk`` attempts, outside the timed region (lockstep runs hand the turn over).
+    ``progress``, if given, hears ``("build", nodes built, nodes)`` while the cluster is
+    built and ``("fill", slots used, target)`` every ``chunk`` attempts, also untimed."""
     gc.collect()
     t_build = time.perf_counter()
-    cluster = build_cluster(spec)
+    cluster = build_cluster(spec, progress)
     sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
     sched.start()
     # Tune the cyclic GC as a long-running Python scheduler would: the cluster built so far
@@ -117,8 +126,11 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
                 cluster.delete("Pod", key)
                 cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
             ev = gen.send(ok)
-            if pause is not None and attempts % chunk == 0:
-                pause()
+            if attempts % chunk == 0:
+                if progress is not None:
+                    progress("fill", min(used, target), target)
+                if pause is not None:
+                    pause()
         else:
             cluster.delete("Pod", f"default/{ev.pod}")
             used -= slots_of.pop(ev.pod, 0)
@@ -127,6 +139,8 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
         if unschedulable > 1000 and unschedulable > placed:
             break  # the workload cannot fill further (should not happen at the default fill)
     gc.set_threshold(*thresholds)
+    if progress is not None:
+        progress("fill", target, target)
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "podsPerSecond": round(attempts / sched_time, 1) if sched_time else 0.0,
@@ -172,28 +186,40 @@ def run_isolated(spec: WorkloadSpec) -> dict[str, Any]:
     return payload
 
 
-def _lockstep_child(spec: WorkloadSpec, conn: Any, chunk: int) -> None:
+def _lockstep_child(spec: WorkloadSpec, conn: Any, chunk: int, report: bool = False) -> None:
     def pause() -> None:
         conn.send(("pause", None))
         conn.recv()
 
+    def progress(phase: str, done: int, total: int) -> None:
+        conn.send(("progress", (phase, done, total)))
+
     try:
-        conn.send(("ok", run_fill(spec, pause, chunk)))
+        extra: dict[str, Any] = {"progress": progress} if report else {}
+        conn.send(("ok", run_fill(spec, pause, chunk, **extra)))
     except BaseException as e:  # report, never hang the parent
         conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:
         conn.close()
 
 
-def run_lockstep(specs: list[WorkloadSpec], chunk: int = LOCKSTEP_CHUNK) -> list[dict[str, Any]]:
+def variant_label(spec: WorkloadSpec) -> str:
+    """How progress names a variant."""
+    return "with sharingAffinity" if spec.affinity else "baseline"
+
+
+def run_lockstep(specs: list[WorkloadSpec], chunk: int = LOCKSTEP_CHUNK,
+                 progress: PhaseReport | None = None) -> list[dict[str, Any]]:
     """Run the variants in their own processes (own peak RSS), taking turns: one runs
     ``chunk`` attempts while the others wait, so all see the same machine conditions.
-    Clusters are built concurrently (untimed); then turns go round until all finish."""
+    Clusters are built concurrently (untimed); then turns go round until all finish.
+    ``progress`` hears each variant's build and fill phases, named
+    ``"<variant>: build"`` and ``"<variant>: fill"``."""
     ctx: Any = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     conns, procs = [], []
     for spec in specs:
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=_lockstep_child, args=(spec, child, chunk))
+        p = ctx.Process(target=_lockstep_child, args=(spec, child, chunk, progress is not None))
         p.start()
         child.close()
         conns.append(parent)
@@ -202,10 +228,16 @@ def run_lockstep(specs: list[WorkloadSpec], chunk: int = LOCKSTEP_CHUNK) -> list
 
     def receive(i: int) -> bool:
         """The next message of variant ``i``; True once it is done."""
-        try:
-            status, payload = conns[i].recv()
-        except EOFError:
-            raise RuntimeError(f"benchmark process {i} exited without a result") from None
+        while True:
+            try:
+                status, payload = conns[i].recv()
+            except EOFError:
+                raise RuntimeError(f"benchmark process {i} exited without a result") from None
+            if status != "progress":
+                break
+            if progress is not None:
+                phase, done, total = payload
+                progress(f"{variant_label(specs[i])}: {phase}", done, total)
         if status == "error":
             raise RuntimeError(payload)
         if status == "ok":
@@ -247,11 +279,16 @@ def lock_state_bytes(devices: int = 1000, keys: int = 2) -> int:
 
 def bench(spec: WorkloadSpec, *, scaling: bool = False, isolated: bool = True,
           scaling_nodes: tuple[int, ...] = (500, 1000, 2000, 5000),
-          scaling_devices: tuple[int, ...] = (4, 8, 32), scaling_pods: int = 5000) -> dict[str, Any]:
+          scaling_devices: tuple[int, ...] = (4, 8, 32), scaling_pods: int = 5000,
+          progress: PhaseReport | None = None) -> dict[str, Any]:
+    """The throughput comparison (and optionally the scaling table) as JSON-ready data.
+
+    ``progress`` (see :mod:`dra_affinity.progress`) hears the build and fill phase of
+    each lockstep variant and one ``"scaling"`` step per finished cell."""
     run = run_isolated if isolated else run_fill
     variants = [replace(spec, affinity=True), replace(spec, affinity=False)]
     if isolated:
-        with_aff, without = run_lockstep(variants)
+        with_aff, without = run_lockstep(variants, progress=progress)
     else:
         with_aff, without = (run_fill(v) for v in variants)
     out: dict[str, Any] = {
@@ -265,13 +302,18 @@ def bench(spec: WorkloadSpec, *, scaling: bool = False, isolated: bool = True,
         "lockStateBytesPer1000Devices": lock_state_bytes(),
     }
     if scaling:
-        rows = []
+        rows: list[dict[str, Any]] = []
+        cells = len(scaling_nodes) * len(scaling_devices)
         for n in scaling_nodes:
             for d in scaling_devices:
+                if progress is not None:
+                    progress("scaling cells", len(rows), cells)
                 s = replace(spec, nodes=n, devices_per_node=d, max_pods=scaling_pods, affinity=True)
                 r = run(s)
                 rows.append({"nodes": n, "devicesPerNode": d, "podsPerSecond": r["podsPerSecond"],
                              "filterP50Ms": r["filterP50Ms"], "filterP99Ms": r["filterP99Ms"],
                              "pods": r["attempts"]})
+        if progress is not None:
+            progress("scaling cells", cells, cells)
         out["scaling"] = rows
     return out

@@ -31,7 +31,6 @@ from dra_affinity.structured.affinity import (
     AffinityStatus,
     Lock,
     check_lock,
-    pending_lock,
 )
 from dra_affinity.structured.extraction import in_scope
 from dra_affinity.structured.model import PlannedShare, Reason
@@ -96,7 +95,7 @@ def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | 
                 ex[n] = ex.get(n, 0) + q.num
         if s.keys is not None:
             st = affinity_states.get(d.id, CLEAN)
-            verdict = check_lock(pending_lock(st, pending.get(d.id) if pending else None), s.keys)
+            verdict = check_lock(st, s.keys, pending.get(d.id) if pending else None)
             if verdict is Lock.UNKNOWN:
                 return Reason(R.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
                               node, d.id)

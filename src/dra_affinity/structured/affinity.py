@@ -55,27 +55,23 @@ class Lock(enum.IntEnum):
     UNKNOWN = 3  # Unreconstructable: filtered until the device drains
 
 
-def check_lock(state: AffinityState, keys: AffinityKeys) -> Lock:
+def check_lock(state: AffinityState, keys: AffinityKeys, pending: AffinityKeys | None = None) -> Lock:
     """The lock rule: a device admits keys when it is clean or locked to equal keys.
 
-    Keys are compared by identity first: extraction results and locks share
-    one tuple per distinct key set, so equal keys are usually the same object."""
+    ``pending``: keys the same attempt already picked the device for (another request
+    of the pod, an earlier pod of a batch); a clean device is as good as locked to them.
+    Keys are compared by identity first: extraction results and locks share one tuple
+    per distinct key set, so equal keys are usually the same object."""
     status = state.status
     if status is AffinityStatus.CLEAN:
-        return Lock.CLEAN
-    if status is AffinityStatus.LOCKED:
+        if pending is None:
+            return Lock.CLEAN
+        lock: AffinityKeys | None = pending
+    elif status is AffinityStatus.LOCKED:
         lock = state.locked_affinity
-        return Lock.MATCH if lock is keys or lock == keys else Lock.MISMATCH
-    return Lock.UNKNOWN
-
-
-def pending_lock(state: AffinityState, pending: AffinityKeys | None) -> AffinityState:
-    """The state a request meets when the same attempt already picked the device for
-    keys ``pending`` (another request of this pod, or an earlier pod of a batch):
-    a clean device is as good as locked to them."""
-    if pending is not None and state.status is AffinityStatus.CLEAN:
-        return AffinityState(AffinityStatus.LOCKED, pending)
-    return state
+    else:
+        return Lock.UNKNOWN
+    return Lock.MATCH if lock is keys or lock == keys else Lock.MISMATCH
 
 
 def lock_category(state: AffinityState) -> AffinityKeys | None:

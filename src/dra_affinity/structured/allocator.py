@@ -29,7 +29,6 @@ from dra_affinity.structured.affinity import (
     AffinityStatus,
     Lock,
     check_lock,
-    pending_lock,
     pool_gate,
     unknown_message,
 )
@@ -391,7 +390,7 @@ class NodeAllocator:
             assert keys is not None
             picked = self._p.keys
             pending = picked.get(d.id) if picked else None
-            verdict = check_lock(pending_lock(st, pending), keys)
+            verdict = check_lock(st, keys, pending)
             if verdict is Lock.MISMATCH:
                 if pending is not None and st.status is AffinityStatus.CLEAN:
                     self._reject(d, R.AFFINITY_LOCK_MISMATCH,

@@ -27,13 +27,13 @@ class ContentCache:
 
     def __init__(self) -> None:
         self.results: dict[Hashable, ExtractionResult] = {}
+        # Bound C-level lookups: these run on every scheduling cycle.
+        self.get: Callable[[Hashable], ExtractionResult | None] = self.results.get
 
-    def key(self, pool: PoolInfo, claim: ResourceClaim, request: str,
+    @staticmethod
+    def key(pool: PoolInfo, claim: ResourceClaim, request: str,
             device_class: DeviceClass | None) -> Hashable | None:
         return content_key(pool, claim, request, device_class)
-
-    def get(self, key: Hashable) -> ExtractionResult | None:
-        return self.results.get(key)
 
     def put(self, key: Hashable, result: ExtractionResult) -> None:
         if result.kind is not OutcomeKind.OK:

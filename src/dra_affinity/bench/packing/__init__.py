@@ -37,9 +37,12 @@ Lower bound (:func:`lower_bound_timeline`)
     policy that only chooses where a pod lands (and never moves running pods)
     can follow it exactly: departures leave values spread over more devices than
     they need. ``reference.bestFitModel`` (a model of an idealised placement-only
-    policy, no scheduler) shows how much of the gap that accounts for, and
-    ``reference.clairvoyantModel`` (the same, told every pod's departure time) how
-    much of it knowing lifetimes could close.
+    policy, no scheduler) and ``reference.clairvoyantModel`` (the same, told every
+    pod's departure time) are greedy rules. ``reference.offline``
+    (:mod:`dra_affinity.bench.packing.offline`) is a schedule searched with the
+    whole stream known that still never moves a pod: what placement alone can
+    reach. A policy's distance to it is the online gap; its distance to the bound
+    is the price of never moving pods.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dra_affinity.bench.packing.offline import DEFAULT_ITERATIONS as DEFAULT_OFFLINE_ITERATIONS
+from dra_affinity.bench.packing.offline import METHOD as OFFLINE_METHOD
+from dra_affinity.bench.packing.offline import OfflineSchedule, offline_schedule
 from dra_affinity.bench.throughput import build_cluster
 from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
@@ -86,9 +92,6 @@ DEFAULT_SPEC = WorkloadSpec(nodes=50, devices_per_node=4, slots=8, values=32, zi
 
 #: Points kept in the JSON timeline (the plots use every event).
 TIMELINE_POINTS = 200
-
-#: Nodes per row band of the lock-map plots.
-LOCK_MAP_NODES_PER_BAND = 25
 
 
 # ====================================================================== event stream
@@ -396,13 +399,18 @@ def _placement_model(spec: WorkloadSpec, evs: Sequence[Event],
 
 
 # ====================================================================== report
-def _run_all(spec: WorkloadSpec, evs: list[Event], parallel: bool) -> dict[str, PolicyRun]:
+def _run_all(spec: WorkloadSpec, evs: list[Event], parallel: bool, offline_iterations: int
+             ) -> tuple[dict[str, PolicyRun], OfflineSchedule]:
+    """Both policies and the offline search; in parallel, the search (the longest) goes
+    first so the two policies share the other worker."""
     if parallel and sys.platform.startswith("linux"):
-        with ProcessPoolExecutor(max_workers=len(POLICIES),
-                                 mp_context=mp.get_context("fork")) as pool:
+        with ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("fork")) as pool:
+            off = pool.submit(offline_schedule, evs, spec.slots, seed=spec.seed,
+                              iterations=offline_iterations)
             futures = {p: pool.submit(run_policy, spec, evs, p) for p in POLICIES}
-            return {p: f.result() for p, f in futures.items()}
-    return {p: run_policy(spec, evs, p) for p in POLICIES}
+            return {p: f.result() for p, f in futures.items()}, off.result()
+    runs = {p: run_policy(spec, evs, p) for p in POLICIES}
+    return runs, offline_schedule(evs, spec.slots, seed=spec.seed, iterations=offline_iterations)
 
 
 def _sample(series: Sequence[int], idx: Sequence[int]) -> list[int]:
@@ -410,27 +418,35 @@ def _sample(series: Sequence[int], idx: Sequence[int]) -> list[int]:
 
 
 def packing_report(seed: int, plots: str | None = None, spec: WorkloadSpec | None = None,
-                   *, parallel: bool = True) -> dict[str, Any]:
+                   *, parallel: bool = True,
+                   offline_iterations: int = DEFAULT_OFFLINE_ITERATIONS) -> dict[str, Any]:
     """Run both policies on one recorded stream; figures as JSON-ready data.
 
     ``seed`` overrides ``spec.seed`` (the CLI passes only a seed). ``parallel``
     runs the two policies in two forked processes (they share nothing), which
     halves the wall time of the default workload on a multi-core machine.
-    With ``plots`` set, writes ``devices-in-use.png``, ``lock-map-firstfit.png``
-    and ``lock-map-affinity.png`` into that folder.
+    ``offline_iterations`` caps the offline reference's search (the effort knob: the
+    default takes about 20 s of CPU on the default workload; 0 keeps its greedy start).
+    With ``plots`` set, writes the PNGs listed under ``plots`` in the result into that
+    folder.
     """
-    out, _runs = evaluate(replace(spec or DEFAULT_SPEC, seed=seed), plots, parallel=parallel)
+    if offline_iterations < 0:
+        raise ValueError(f"offline_iterations must be >= 0, got {offline_iterations}")
+    out, _runs, _off = evaluate(replace(spec or DEFAULT_SPEC, seed=seed), plots,
+                                parallel=parallel, offline_iterations=offline_iterations)
     return out
 
 
-def evaluate(spec: WorkloadSpec, plots: str | None = None, *, parallel: bool = True
-             ) -> tuple[dict[str, Any], dict[str, PolicyRun]]:
+def evaluate(spec: WorkloadSpec, plots: str | None = None, *, parallel: bool = True,
+             offline_iterations: int = DEFAULT_OFFLINE_ITERATIONS
+             ) -> tuple[dict[str, Any], dict[str, PolicyRun], OfflineSchedule]:
     """:func:`packing_report` for exactly ``spec``, also returning each policy's run
-    (final scheduler state included) so tests can check invariants on it."""
+    (final scheduler state included) and the offline schedule, so tests can check
+    invariants on them."""
     es = events(spec)
     bound_series = lower_bound_timeline(es.events, spec.slots)
     bound = max(bound_series, default=0)
-    runs = _run_all(spec, es.events, parallel)
+    runs, off = _run_all(spec, es.events, parallel, offline_iterations)
     bf_peak, bf_unsched = best_fit_model(spec, es.events)
     cv_peak, cv_unsched = clairvoyant_model(spec, es.events)
 
@@ -446,7 +462,9 @@ def evaluate(spec: WorkloadSpec, plots: str | None = None, *, parallel: bool = T
             "strandedSlotsPeak": r.stranded_peak,
             "freeLockedSlots": r.free_locked_end,
             "devicesAtEnd": r.devices_at_end,
-            "cpuSeconds": round(r.cpu_seconds, 2),
+            "devicesAboveOffline": r.devices_used - off.devices_used,
+            "ratioToOffline": (round(r.devices_used / off.devices_used, 4)
+                               if off.devices_used else 0.0),
         }
         for name, r in runs.items()
     }
@@ -467,138 +485,29 @@ def evaluate(spec: WorkloadSpec, plots: str | None = None, *, parallel: bool = T
         "reference": {"bestFitModel": {"devicesUsed": bf_peak, "ratio": ratio(bf_peak),
                                        "unschedulable": bf_unsched},
                       "clairvoyantModel": {"devicesUsed": cv_peak, "ratio": ratio(cv_peak),
-                                           "unschedulable": cv_unsched}},
+                                           "unschedulable": cv_unsched},
+                      "offline": {
+                          "devicesUsed": off.devices_used,
+                          "ratio": ratio(off.devices_used),
+                          "devicesAboveBound": off.devices_used - bound,
+                          "fitsCluster": off.devices_used <= spec.nodes * spec.devices_per_node,
+                          "method": OFFLINE_METHOD,
+                          "seed": off.seed,
+                          "iterations": off.iterations,
+                          "iterationLimit": off.iteration_limit,
+                          "acceptedSteps": off.accepted,
+                          "stoppedBy": off.stopped,
+                          "startDevices": off.initial_devices,
+                      }},
         "timeline": {
             "event": idx,
             "lowerBound": _sample(bound_series, idx),
             **{name: _sample(r.locked, idx) for name, r in runs.items()},
+            "offline": _sample(off.locked, idx),
         },
     }
     if plots is not None:
-        out["plots"] = write_plots(Path(plots), spec, es, bound_series, runs)
-    return out, runs
+        from dra_affinity.bench.packing.plots import write_plots
 
-
-# ====================================================================== plots
-def _palette(n: int) -> list[tuple[float, float, float]]:
-    """``n`` distinguishable colours (tab20 + tab20b, then cycling): one per lock value."""
-    from matplotlib import colormaps
-
-    base = [colormaps["tab20"](i)[:3] for i in range(20)]
-    base += [colormaps["tab20b"](i)[:3] for i in range(20)]
-    return [base[i % len(base)] for i in range(n)]
-
-
-def _save(fig: Any, path: Path) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
-    # No software/version or date in the metadata: the same run writes the same bytes.
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-
-
-def write_plots(folder: Path, spec: WorkloadSpec, es: EventStream, bound: Sequence[int],
-                runs: dict[str, PolicyRun]) -> list[str]:
-    """Write the three PNGs; returns their file names (Agg, no pyplot global state)."""
-    from matplotlib.figure import Figure
-
-    folder.mkdir(parents=True, exist_ok=True)
-    colours = {"firstfit": "#d95f02", "affinity": "#1b9e77"}
-    total_devices = spec.nodes * spec.devices_per_node
-    x = range(len(bound))
-
-    fig = Figure(figsize=(10, 6.4), layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
-    top.axhline(total_devices, color="0.55", linestyle=":", linewidth=1)
-    top.text(0, total_devices, f" cluster: {total_devices} devices", va="bottom", fontsize=8,
-             color="0.35")
-    top.plot(x, bound, color="black", linestyle="--", linewidth=1.2,
-             label=f"lower bound (peak {max(bound, default=0)})")
-    for name, r in runs.items():
-        top.plot(x, r.locked, color=colours.get(name), linewidth=1.3,
-                 label=f"{name} (peak {r.devices_used})")
-        bottom.plot(x, [a - b for a, b in zip(r.locked, bound, strict=True)],
-                    color=colours.get(name), linewidth=1.1, label=name)
-    for ax in (top, bottom):
-        if es.steady_from is not None:
-            ax.axvline(es.steady_from, color="0.6", linewidth=0.8)
-        ax.grid(True, color="0.9")
-    if es.steady_from is not None:
-        top.text(es.steady_from, 4, f"  steady state ({es.target} pods, {spec.fill:.0%} of slots)",
-                 fontsize=8, color="0.35")
-    top.set_ylim(0, total_devices * 1.08)
-    top.set_ylabel("locked devices")
-    top.set_title(f"Devices in use: {spec.nodes} nodes x {spec.devices_per_node} devices x "
-                  f"{spec.slots} slots, {spec.values} values (Zipf {spec.zipf}), "
-                  f"churn {spec.churn}, seed {spec.seed}", fontsize=10)
-    top.legend(loc="lower right", fontsize=8)
-    bottom.axhline(0, color="black", linestyle="--", linewidth=1)
-    bottom.set_ylabel("devices above the bound")
-    bottom.set_xlabel("event (arrival or departure)")
-    bottom.legend(loc="upper left", fontsize=8)
-    _save(fig, folder / "devices-in-use.png")
-    names = ["devices-in-use.png"]
-
-    for name, r in runs.items():
-        fname = f"lock-map-{name}.png"
-        _lock_map(r, spec, bound[-1] if bound else 0, folder / fname)
-        names.append(fname)
-    return names
-
-
-def _lock_map(r: PolicyRun, spec: WorkloadSpec, bound_end: int, path: Path) -> None:
-    """Nodes x devices grid at the end of the run: colour and number = lock value, filled
-    height = slots in use, pale remainder = free slots the lock holds, white = clean.
-
-    Nodes wrap into bands of :data:`LOCK_MAP_NODES_PER_BAND` so cells stay large enough
-    to read their labels."""
-    from matplotlib import patheffects
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
-
-    colours = _palette(spec.values)
-    n, d = spec.nodes, spec.devices_per_node
-    per_band = min(n, LOCK_MAP_NODES_PER_BAND)
-    bands = math.ceil(n / per_band)
-    gap = 0.9  # rows of space between bands (room for the node numbers)
-    height = bands * d + (bands - 1) * gap
-    cell = 0.36  # inches
-    fig = Figure(figsize=(per_band * cell + 1.0, height * cell + 1.3), layout="constrained")
-    ax = fig.subplots()
-    pad = 0.07
-    outline = [patheffects.withStroke(linewidth=1.8, foreground="white")]
-    for i, row in enumerate(r.lock_map):
-        band, col = divmod(i, per_band)
-        top = band * (d + gap)
-        ax.text(col + 0.5, top + d + 0.05, str(i), ha="center", va="top", fontsize=6,
-                color="0.4")
-        for j, (value, used) in enumerate(row):
-            x0, y0, w, h = col + pad, top + j + pad, 1 - 2 * pad, 1 - 2 * pad
-            if value is None:
-                ax.add_patch(Rectangle((x0, y0), w, h, facecolor="white", edgecolor="0.75",
-                                       linewidth=0.6, linestyle=(0, (2, 2))))
-                continue
-            c = colours[value]
-            ax.add_patch(Rectangle((x0, y0), w, h, facecolor=(*c, 0.25), edgecolor=c,
-                                   linewidth=1.0))
-            frac = min(1.0, used / spec.slots)
-            # The y axis points down: this fills the cell from its bottom edge, like a level.
-            ax.add_patch(Rectangle((x0, y0 + h * (1 - frac)), w, h * frac, facecolor=c,
-                                   edgecolor="none"))
-            ax.text(col + 0.5, top + j + 0.5, str(value), ha="center", va="center", fontsize=7.5,
-                    path_effects=outline)
-    ax.set_xlim(0, per_band)
-    ax.set_ylim(height + 0.5, 0)
-    ax.set_xticks([])
-    ticks = [band * (d + gap) + j + 0.5 for band in range(bands) for j in range(d)]
-    ax.set_yticks(ticks, [f"nic{j}" for _ in range(bands) for j in range(d)], fontsize=7)
-    for s in ax.spines.values():
-        s.set_visible(False)
-    ax.tick_params(length=0)
-    ax.set_xlabel(f"node (small numbers); cell number and colour = lock value (0 = most "
-                  f"frequent); filled part = slots in use of {spec.slots}; dashed = clean",
-                  fontsize=8)
-    ax.set_title(f"Lock map at the end, {r.scoring}: {r.devices_at_end} locked devices "
-                 f"(bound now {bound_end}), {r.free_locked_end} free slots on locked devices, "
-                 f"{r.stranded_end} of them stranded", fontsize=9)
-    _save(fig, path)
+        out["plots"] = write_plots(Path(plots), spec, es, bound_series, runs, off)
+    return out, runs, off

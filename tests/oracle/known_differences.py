@@ -1,0 +1,353 @@
+"""Documented differences between dra-affinity and upstream (the allow-list).
+
+Each entry names a class of findings and why our implementation differs from
+upstream today. The differential suites fail on findings that no entry
+explains AND on entries that explain no finding: when a difference is fixed,
+its entry must be removed (or narrowed), so this file always lists exactly the
+differences that still exist. Entries are tried in order; the first match wins,
+so the feature-gap entries (which name the constructs we lack) come before
+the semantic ones.
+"""
+
+from __future__ import annotations
+
+import re
+
+from differential import Finding, Known
+
+OUTCOMES = frozenset({
+    "outcome:compile->value", "outcome:compile->runtime", "outcome:compile->cost",
+    "outcome:value->compile", "outcome:runtime->compile", "outcome:cost->compile",
+    "outcome:value->runtime", "outcome:runtime->value", "outcome:value->cost",
+    "outcome:cost->value", "outcome:runtime->cost", "outcome:cost->runtime",
+})
+ANY = OUTCOMES | {"value", "type", "cost", "estimate.min", "estimate.max"}
+ESTIMATE = frozenset({"estimate.min", "estimate.max"})
+
+
+def _upstream_message(pattern: str) -> object:
+    rx = re.compile(pattern)
+
+    def where(f: Finding) -> bool:
+        return bool(rx.search(f.attrs["upstream"].message))
+
+    return where
+
+
+def _ours_message(pattern: str) -> object:
+    rx = re.compile(pattern)
+
+    def where(f: Finding) -> bool:
+        return bool(rx.search(f.attrs["ours"].message))
+
+    return where
+
+
+def _costs(pred: object) -> object:
+    def where(f: Finding) -> bool:
+        o, u = f.attrs["ours"].cost, f.attrs["upstream"].cost
+        return o is not None and u is not None and bool(pred(o, u))  # type: ignore[operator]
+
+    return where
+
+
+def _max_estimates(pred: object) -> object:
+    def where(f: Finding) -> bool:
+        o, u = f.attrs["ours"].estimate, f.attrs["upstream"].estimate
+        return o is not None and u is not None and bool(pred(o, u))  # type: ignore[operator]
+
+    return where
+
+
+CEL_KNOWN: list[Known] = [
+    # ---------------------------------------------------------------- feature gaps
+    Known(
+        "optional types",
+        "Kubernetes enables cel.OptionalTypes() since 1.28 (`object.?f`, `[?x]`, `{?k: v}`, "
+        "`optional.of/none/ofNonZeroValue`, `.orValue/.or/.hasValue/.value`). Our parser and "
+        "library have none of it: every such expression is a compile error for us.",
+        ANY,
+        subject=r"\.\?|\[\?|\{\?|, \?|\boptional\.",
+    ),
+    Known(
+        "two-variable comprehensions",
+        "cel-go's two-variable comprehensions (`all/exists/exists_one(i, v, ...)`, "
+        "`transformList`, `transformMap`, `transformMapEntry`; ext.TwoVarComprehensions, "
+        "in the Kubernetes environment since 1.33) are not implemented: compile error for us.",
+        ANY,
+        subject=r"\.(all|exists|exists_one)\(\w+, \w+, |\.transform(List|Map|MapEntry)\(",
+    ),
+    Known(
+        "timestamps and durations",
+        "`timestamp()`/`duration()` values, their arithmetic and accessors (standard CEL) "
+        "are not implemented: compile error for us.",
+        ANY,
+        subject=r"\b(timestamp|duration)\(",
+    ),
+    Known(
+        "IP and CIDR library",
+        "Kubernetes' `ip()`, `cidr()`, `isIP()`, `isCIDR()`, `ip.isCanonical()` and their "
+        "methods (library.IP/CIDR, since 1.30/1.31) are not implemented: compile error for us.",
+        ANY,
+        subject=r"\b(ip|cidr|isIP|isCIDR)\(|\bip\.isCanonical\(",
+    ),
+    Known(
+        "URL library",
+        "Kubernetes' `url()`, `isURL()` and the URL accessors (library.URLs) are not "
+        "implemented: compile error for us.",
+        ANY,
+        subject=r"\b(url|isURL)\(",
+    ),
+    Known(
+        "extended lists library",
+        "cel-go ext.Lists (`lists.range`, `.slice`, `.flatten`, `.distinct`, `.sort`, "
+        "`.sortBy`, `.reverse` on lists; Kubernetes uses ext.Lists since 1.29-1.37) is "
+        "missing: compile error for us.",
+        ANY,
+        subject=r"\blists\.range\(|\.(slice|flatten|distinct|sort|sortBy)\(",
+    ),
+    Known(
+        "sets library",
+        "cel-go ext.Sets (`sets.contains/intersects/equivalent`, since 1.29) is missing.",
+        ANY,
+        subject=r"\bsets\.",
+    ),
+    Known(
+        "strings library: format, quote, reverse",
+        "`string.format()`, `strings.quote()` and `string.reverse()` (ext.Strings version 2+, "
+        "as Kubernetes 1.37 configures it) are missing: compile error for us.",
+        ANY,
+        subject=r"\.format\(|\bstrings\.quote\(|\.reverse\(\)",
+    ),
+    # ------------------------------------------------------------ compile-time checks
+    Known(
+        "cel.bind in device selectors",
+        "The DRA selector environment adds ext.Bindings (`cel.bind(v, init, expr)`, since "
+        "1.31); our selector environment does not know `cel`: compile error for us.",
+        ANY,
+        families=frozenset({"device"}),
+        subject=r"\bcel\.bind\(",
+    ),
+    Known(
+        "selector result type checked at compile time",
+        "Upstream rejects a selector whose static type is neither bool nor dyn when compiling "
+        "('must evaluate to bool or the unknown type'); our environment compiles it and the "
+        "scheduler rejects the non-bool result at evaluation.",
+        OUTCOMES,
+        families=frozenset({"device"}),
+        where=_upstream_message(r"must evaluate to bool"),
+    ),
+    Known(
+        "has() on a map with non-string keys",
+        "`has({1: 'a'}.f)`: cel-go type-checks the field test against a map of any key type "
+        "(answering false); our checker rejects field selection on map(int, V).",
+        OUTCOMES,
+        where=_ours_message(r"does not support field selection"),
+    ),
+    Known(
+        "constant folding at program instantiation",
+        "Kubernetes builds programs with cel.OptOptimize: constant subexpressions are "
+        "evaluated when the program is built, so an error there (e.g. `uint(-1)`, "
+        "`double('x')`, `double('1e400')` (we answer +Inf), `string(b'\\xff')`, even in an "
+        "untaken branch) fails compilation "
+        "('program instantiation failed') where we fail at runtime or not at all.",
+        OUTCOMES,
+        where=_upstream_message(r"^program instantiation failed"),
+    ),
+    Known(
+        "homogeneous aggregate literals",
+        "The Kubernetes base environment sets cel.HomogeneousAggregateLiterals(): list and "
+        "map literals whose elements (or keys/values) have different static types are "
+        "compile errors ('expected type X but found Y'). We accept them.",
+        OUTCOMES,
+        where=_upstream_message(r"expected type '[^']+' but found '[^']+'"),
+    ),
+    Known(
+        "mixed-type numeric equality at compile time",
+        "With static types int/uint/double on both sides, cel-go has no `==`/`!=` "
+        "overload across numeric types (only the ordering operators are cross-type, via "
+        "CrossTypeNumericComparisons): a compile error. We compare the values.",
+        OUTCOMES,
+        where=_upstream_message(r"no matching overload for '_[!=]=_' applied to "
+                                r"'\((int|uint|double), (int|uint|double)\)'"),
+    ),
+    Known(
+        "static overload resolution",
+        "cel-go rejects a call when no overload matches the static argument types "
+        "(e.g. `['a'].sum()`, `quantity('1').sign()`, ternaries with unrelated branch types, "
+        "`list(string).indexOf(int)`); our checker lets some through (decided at runtime, "
+        "or, for `sign()` on quantities, a function upstream does not have).",
+        OUTCOMES,
+        where=_upstream_message(r"found no matching overload for"),
+    ),
+    Known(
+        "int literal range",
+        "`--9223372036854775808`: cel-go's parser rejects the literal 9223372036854775808 "
+        "once the minus sign does not belong to it; we parse it and overflow at runtime.",
+        OUTCOMES,
+        where=_upstream_message(r"invalid int literal"),
+    ),
+    # ------------------------------------------------------------ runtime semantics
+    Known(
+        "repeated keys in map literals",
+        "cel-go (with OptOptimize folding constant maps) keeps the last value of a repeated "
+        "key in a map literal; we raise 'map literal has repeated key'.",
+        OUTCOMES,
+        where=_ours_message(r"map literal has repeated key"),
+    ),
+    Known(
+        "has() on a non-map value",
+        "`has(x.f)` where `x` is a string/number from dyn data: cel-go answers false, "
+        "we raise 'invalid type for has() field test'.",
+        OUTCOMES,
+        where=_ours_message(r"for has\(\) field test"),
+    ),
+    Known(
+        "indexOf/lastIndexOf offsets",
+        "ext.Strings `indexOf(s, offset)`/`lastIndexOf`: cel-go returns -1 (or clamps) where "
+        "the offset is past the end or the needle is empty; we raise 'index out of range' or "
+        "answer a different index.",
+        OUTCOMES | {"value"},
+        subject=r"\.(indexOf|lastIndexOf)\(",
+    ),
+    Known(
+        "quantity integer checks",
+        "`quantity(q).isInteger()`/`asInteger()`: Kubernetes answers from the quantity's "
+        "internal scaled representation (e.g. 1.5Gi is not 'integer' there and asInteger "
+        "fails), we answer from the exact value.",
+        OUTCOMES | {"value"},
+        subject=r"\.(isInteger|asInteger)\(\)",
+    ),
+    Known(
+        "selector: unknown attribute or capacity domain",
+        "Upstream's DRA activation answers an empty map for a domain the device does not "
+        "have (so `has(device.attributes['x'].y)` is false); ours raises 'no such key'.",
+        OUTCOMES,
+        families=frozenset({"device"}),
+        where=_ours_message(r"no such key: [a-z.]+\.com"),
+    ),
+    # ----------------------------------------------------------------------- cost
+    Known(
+        "runtime cost: constant folding",
+        "Upstream's runtime cost is lower: OptOptimize precomputes constant subexpressions "
+        "(literals, conversions of literals, constant list/map literals cost 0 at runtime); "
+        "we charge them on every evaluation.",
+        frozenset({"cost"}),
+        where=_costs(lambda o, u: u < o),
+    ),
+    Known(
+        "runtime cost: upstream charges more",
+        "Upstream charges more than we do for: error-absorbing `||`/`&&` (both operands are "
+        "charged), semver parsing with pre-release/build parts, and some library calls.",
+        frozenset({"cost"}),
+        where=_costs(lambda o, u: u > o),
+    ),
+    Known(
+        "estimate: unbounded sizes upstream",
+        "With `object` declared dyn and no size estimator, cel-go assumes unbounded sizes "
+        "(max cost near 2^64, or 0.1 x 2^64 for traversals) for dyn data and for results of "
+        "library functions without a size estimate; we bound data by "
+        "OPAQUE_PARAMETERS_MAX_LENGTH (10 KiB) and estimate results.",
+        ESTIMATE,
+        where=_max_estimates(lambda o, u: u[1] >= 2**60),
+    ),
+    Known(
+        "estimate: different per-node costs",
+        "Our static estimate model differs from cel-go's checker: we charge 1 more for "
+        "reading a variable (`object.f` is 2 for us, 1 upstream), for negations of literals, "
+        "and different amounts for comprehensions and library calls; and our `min` means "
+        "'every data-derived size zero' while cel-go's min is its short-circuit lower bound.",
+        ESTIMATE,
+    ),
+]
+
+
+def _tagged(*tags: str) -> object:
+    def where(f: Finding) -> bool:
+        return all(t in f.attrs["tags"] for t in tags)
+
+    return where
+
+
+ALLOCATE_KINDS = frozenset({
+    "outcome:allocated->unschedulable", "outcome:allocated->error",
+    "outcome:unschedulable->allocated", "outcome:unschedulable->error",
+    "outcome:error->allocated", "outcome:error->unschedulable",
+    "outcome:rejected->allocated", "outcome:rejected->unschedulable", "outcome:rejected->error",
+    "devices", "capacity",
+})
+
+
+
+def _ours_matched_a_missing_attribute(f: Finding) -> bool:
+    """Ours allocated a device lacking the attribute a matchAttribute constraint names."""
+    ours = f.attrs["ours"]
+    if ours.outcome != "allocated":
+        return False
+    problem = f.attrs["problem"]
+    devices = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]): d
+               for s in problem["slices"] for d in s["spec"].get("devices", [])}
+    for claim, chosen in zip(problem["claims"], ours.allocations, strict=True):
+        for c in claim["spec"]["devices"].get("constraints", []):
+            attr = c.get("matchAttribute")
+            if not attr:
+                continue
+            domain, _, name = attr.partition("/")
+            applies = set(c.get("requests") or [])
+            for request, driver, pool, device, *_ in chosen:
+                if applies and request.split("/")[0] not in applies:
+                    continue
+                attrs = devices[(driver, pool, device)].get("attributes", {})
+                if attr not in attrs and not (driver == domain and name in attrs):
+                    return True
+    return False
+
+
+ALLOCATE_KNOWN: list[Known] = [
+    Known(
+        "incomplete pools",
+        "Upstream (1.35+) allocates nothing from a pool whose current generation has fewer "
+        "slices published than resourceSliceCount, and fails a request with allocationMode "
+        "All on such a pool with an error ('currently being updated'); ours allocates from "
+        "the published slices (only sharing-affinity devices are held back) and reports All "
+        "as unschedulable.",
+        ALLOCATE_KINDS,
+        where=_tagged("incomplete"),
+    ),
+    Known(
+        "selectors reading another driver's attributes",
+        "A request selector that reads `device.attributes['<domain>']` on a device of another "
+        "driver: upstream's activation answers an empty map for an unknown domain (so the "
+        "failure, if any, is a missing attribute of that map, and `has()` is false), ours "
+        "fails with 'no such key: <domain>' (see the CEL suite's 'unknown attribute or "
+        "capacity domain'); which device hits the error first also decides the outcome.",
+        ALLOCATE_KINDS,
+        where=_tagged("unguarded-selector"),
+    ),
+    Known(
+        "allocationMode All with consumable capacity",
+        "allocationMode All on devices that allow multiple allocations: upstream takes every "
+        "matching device, each with a share of its capacity, and errors when a matched "
+        "device cannot take the share; ours treats such devices differently (unschedulable "
+        "where upstream errors or allocates, and the reverse).",
+        ALLOCATE_KINDS,
+        where=_tagged("mode.All", "consumable"),
+    ),
+    Known(
+        "distinctAttribute ignored",
+        "Our allocator ignores distinctAttribute constraints today: it may allocate devices "
+        "sharing the attribute value, or a device lacking the attribute (upstream rejects "
+        "both: unschedulable), or pick a different device.",
+        ALLOCATE_KINDS,
+        where=_tagged("distinctAttribute"),
+    ),
+    Known(
+        "matchAttribute on a device without the attribute",
+        "Upstream treats a device lacking the attribute a matchAttribute constraint names as "
+        "not satisfying the constraint; ours lets it through (it matches nothing against "
+        "nothing), so ours allocates where upstream is unschedulable or picks another "
+        "subrequest.",
+        ALLOCATE_KINDS,
+        where=_ours_matched_a_missing_attribute,
+    ),
+]
