@@ -40,7 +40,6 @@ from controlplane import ControlPlane, build_binaries  # noqa: E402
 from dra_affinity.kube.api import ApiError, ClientApi  # noqa: E402
 from kube.live import Live, SchedulerProc, World  # noqa: E402
 
-
 KCM_ARGS = ["--kube-api-qps=2000", "--kube-api-burst=4000"]
 
 

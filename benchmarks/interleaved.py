@@ -28,7 +28,7 @@ from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import Arrival, WorkloadSpec, pod_objects, stream
-from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.extraction import ExtractionMemo
 from dra_affinity.structured.model import PoolInfo, Result
 

@@ -129,7 +129,7 @@ class Env:
 
     def __init__(self, *objs: Any, gates: dict[str, bool] | None = None,
                  apiserver: dict[str, bool] | None = None) -> None:
-        self.cluster = Cluster(apiserver)
+        self.cluster = Cluster(Features.parse(apiserver=apiserver))
         for o in objs:
             self.apply(o)
         self.gates = Features.parse(scheduler=gates)

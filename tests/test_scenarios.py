@@ -716,6 +716,20 @@ CASES: list[Case] = [
         metrics={LOCKED: 1, UNRECON: 1},
     ),
     Case(
+        "republish-generation-bump.yaml",
+        steps=(
+            S(2, "Applied"),
+            S(4, "Unschedulable", codes=("AffinityPoolIncomplete",), absent=(M,)),
+            S(5, "Applied"),
+            S(7, "Scheduled", N1, (E2,)),
+        ),
+        devices=(
+            D(E1, "Clean", {}, ()),
+            D(E2, "Locked", {"network": "subnet-X"}, ("default/pod-b-nic",)),
+        ),
+        metrics={LOCKED: 1, UNRECON: 0},
+    ),
+    Case(
         "gate-scheduler-off.yaml",
         steps=(
             S(0, "Unschedulable", codes=("AffinityFeatureDisabled",), absent=(M, NK, CE)),

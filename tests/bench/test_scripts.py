@@ -28,3 +28,15 @@ def test_interleaved_and_its_knock_out() -> None:
 def test_interleaved_without_gc() -> None:
     out = script("interleaved.py", "--nodes", "10", "--pods", "40", "--no-gc")
     assert out["gc"] is False and out["attempts"] == 40 and out["withoutAffinityPodsPerSecond"] > 0
+
+
+def test_hostile_quick_runs_every_case() -> None:
+    """Every hostile case is admitted and ends in a classified outcome; a retry is
+    answered from the remembered outcome (never slower to classify than the first)."""
+    out = script("hostile.py", "--quick")
+    cases = out["cases"]
+    assert isinstance(cases, list) and len(cases) >= 8
+    for row in cases:
+        assert "rejected" not in row, row
+        assert row["outcome"].split(":")[0] in ("Scheduled", "Unschedulable", "Error"), row
+    assert out["worstCPU"]["case"] in {r["case"] for r in cases}  # type: ignore[index]

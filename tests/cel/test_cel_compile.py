@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
+from cel_helpers import bytecodes
 
 from dra_affinity.cel import (
     EXTRACTOR_ENV,
@@ -182,10 +182,8 @@ def test_declared_types_are_used() -> None:
 
 def test_nesting_limit_parentheses() -> None:
     deep = "(" * 5000 + "1" + ")" * 5000
-    start = time.perf_counter()
     with pytest.raises(CELCompileError, match="expression nesting too deep"):
         EXTRACTOR_ENV.compile(deep)
-    assert time.perf_counter() - start < 5
 
 
 def test_nesting_limit_operator_chain() -> None:
@@ -217,10 +215,10 @@ def test_long_logical_chains_are_balanced() -> None:
 
 def test_absurdly_long_input_is_refused_quickly() -> None:
     text = "1 + " * (MAX_EXPRESSION_LENGTH // 4) + "1"
-    start = time.perf_counter()
-    with pytest.raises(CELCompileError, match="expression too long"):
-        EXTRACTOR_ENV.compile(text)
-    assert time.perf_counter() - start < 0.1
+    env = Environment("fresh", {"object": "dyn"})  # no cached result
+    ops, err = bytecodes(lambda: env.compile(text))
+    assert isinstance(err, CELCompileError) and "expression too long" in str(err)
+    assert ops < 2_000  # refused before parsing: no token of the 100 Ki was looked at
 
 
 def test_selector_length_limit_size_compiles() -> None:

@@ -197,17 +197,31 @@ def test_first_slice_error_in_evaluation_order_wins() -> None:
     assert r.extractor == "a"
 
 
-def test_budget_is_per_config_and_shared_by_its_extractors() -> None:
+def test_budget_is_shared_by_every_extractor_over_every_config() -> None:
+    """One budget per extraction: the request's configs do not each start afresh, so
+    what an attempt spends does not grow with the number of configs."""
     # Each extractor costs 10 + 100 * 5 + 1 + 2 = 513 on a 100-element list.
     cheap = "object.l.all(x, x >= 0) ? 'v' : ''"
     ex = [Extractor("a", cheap), Extractor("b", cheap)]
     configs = [cfg(0, {"l": list(range(100))}), cfg(1, {"l": list(range(100))})]
     single = extract([ex[0]], configs[:1]).cost
-    assert extract(ex, configs, budget=2 * single).kind is OutcomeKind.OK  # per config: two extractors fit
-    r = extract(ex, configs, budget=2 * single - 1)
-    assert r.kind is OutcomeKind.COST_EXCEEDED  # the second extractor of config[0] runs out
+    assert extract(ex, configs, budget=4 * single).kind is OutcomeKind.OK  # 2 extractors x 2 configs
+    r = extract(ex, configs, budget=4 * single - 1)
+    assert r.kind is OutcomeKind.COST_EXCEEDED  # the last extractor of config[1] runs out
     assert r.extractor == "b"
-    assert r.source.endswith("config[0]") if r.source else False
+    assert r.source.endswith("config[1]") if r.source else False
+    r = extract(ex, configs, budget=2 * single)  # enough for one config only
+    assert r.kind is OutcomeKind.COST_EXCEEDED and r.source is not None and r.source.endswith("config[1]")
+
+
+def test_many_configs_cost_at_most_one_budget() -> None:
+    """32 configs of an expensive extractor: the run stops once, at one budget's worth."""
+    heavy = "object.l.all(x, object.l.all(y, x + y >= 0)) ? 'v' : ''"
+    configs = [cfg(i, {"l": list(range(300))}) for i in range(32)]
+    r = extract([Extractor("a", heavy)], configs, budget=1_000_000)
+    assert r.kind is OutcomeKind.COST_EXCEEDED
+    assert r.cost <= 1_000_000 + 10_000  # the budget plus at most one step's overrun
+    assert r.source is not None and not r.source.endswith("config[31]")
 
 
 def test_custom_environment() -> None:
@@ -218,7 +232,8 @@ def test_custom_environment() -> None:
 
 def test_outcome_kind_values_and_classes() -> None:
     assert [k.value for k in OutcomeKind] == [
-        "OK", "NoKeys", "SelfInconsistent", "CELError", "MissingField", "NonString", "CostExceeded",
+        "OK", "NoKeys", "SelfInconsistent", "ValueTooLong", "CELError", "MissingField", "NonString",
+        "CostExceeded",
     ]
     assert OutcomeKind.MISSING_FIELD.is_slice_error
     assert not OutcomeKind.SELF_INCONSISTENT.is_slice_error
@@ -230,3 +245,60 @@ def test_has_guard_idiom() -> None:
     assert extract([ex], [cfg(0, {"other": 1})]).kind is OutcomeKind.NO_KEYS
     assert extract([ex], [cfg(0, {"subnet": "s"})]).as_dict() == {"subnet": "s"}
     assert extract([ex], [cfg(0, "not an object")]).kind is OutcomeKind.CEL_ERROR
+
+
+# -- the bound on a sharing-affinity value's length --------------------------------
+
+
+def test_value_at_the_length_limit_is_ok() -> None:
+    from dra_affinity.cel import MAX_AFFINITY_VALUE_LENGTH
+
+    value = "s" * MAX_AFFINITY_VALUE_LENGTH
+    r = extract([SUBNET], [cfg(0, nic(subnet=value))])
+    assert r.kind is OutcomeKind.OK
+    assert r.as_dict() == {"subnet": value}
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["s" * 257, "\u00e9" * 129, "\u00e9" * 128 + "x"],  # 257 bytes, 258 bytes, 257 bytes
+)
+def test_value_past_the_length_limit_is_a_claim_error(value: str) -> None:
+    r = extract([SUBNET, PKEY], [cfg(0, nic(subnet=value))])
+    assert r.kind is OutcomeKind.VALUE_TOO_LONG
+    assert r.kind.is_claim_error and not r.kind.is_slice_error
+    assert r.keys == ()
+    assert r.extractor == "subnet"
+    assert r.source == "claim default/c1 spec.devices.config[0]"
+    assert "longer than 256 bytes" in r.message
+    assert r.evaluations == 2  # the other extractors still run: a slice error would win
+
+
+def test_multibyte_value_under_the_byte_limit_is_ok() -> None:
+    value = "\u00e9" * 128  # 128 characters, 256 bytes
+    r = extract([SUBNET], [cfg(0, nic(subnet=value))])
+    assert r.kind is OutcomeKind.OK
+
+
+def test_slice_error_takes_precedence_over_a_long_value() -> None:
+    bad = Extractor("qos", "object.missing")
+    r = extract([SUBNET, bad], [cfg(0, nic(subnet="s" * 1000))])
+    assert r.kind is OutcomeKind.MISSING_FIELD
+
+
+def test_long_value_takes_precedence_over_inconsistency_and_no_keys() -> None:
+    r = extract(
+        [SUBNET, Extractor("other", '""')],
+        [cfg(0, nic(subnet="a")), cfg(1, nic(subnet="b")), cfg(2, nic(subnet="x" * 300))],
+    )
+    assert r.kind is OutcomeKind.VALUE_TOO_LONG
+    assert r.source == "claim default/c1 spec.devices.config[2]"
+
+
+def test_outcome_classes_partition_the_errors() -> None:
+    for kind in OutcomeKind:
+        assert not (kind.is_slice_error and kind.is_claim_error)
+    assert {k for k in OutcomeKind if k.is_claim_error} == {
+        OutcomeKind.SELF_INCONSISTENT,
+        OutcomeKind.VALUE_TOO_LONG,
+    }

@@ -194,3 +194,86 @@ def test_semver_normalize(text: str, normalized: str) -> None:
 def test_semver_normalize_rejects_short_prerelease() -> None:
     with pytest.raises(ValueError, match="short version"):
         Semver.parse("1.0-rc1", normalize=True)
+
+
+# -- one type for the API and CEL, with Kubernetes' parse bounds ----------------
+
+
+def test_api_and_cel_share_one_quantity_type() -> None:
+    from dra_affinity.api.quantity import Quantity as ApiQuantity
+    from dra_affinity.cel import Quantity as CelQuantity
+
+    assert ApiQuantity is CelQuantity
+    assert ApiQuantity.parse("1.5Gi") == CelQuantity.parse("1536Mi")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the exponent is read as an int64, then truncated to int32 as Go's int32() does
+        ("1e9223372036854775807", "100e-3"),  # int64 max -> int32 -1
+        ("1e4294967296", "1"),  # 2**32 -> 0
+        ("1e2147483648", "1e-9"),  # 2**31 -> -2**31: rounds up to 1n
+        ("1e-9223372036854775808", "1"),  # int64 min -> int32 0
+        ("1e999", "1e999"),  # just below the magnitude bound
+        ("0.5e1000", "5e999"),
+        ("1" * 400, "1" * 400),  # at the digit bound
+    ],
+)
+def test_quantity_bounds_at_the_limit(text: str, expected: str) -> None:
+    assert str(Quantity.parse(text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1e9223372036854775808", "unable to parse quantity's suffix"),  # int64 max + 1
+        ("1e-9223372036854775809", "unable to parse quantity's suffix"),  # int64 min - 1
+        ("1e1000", "value too large"),  # at 10**1000
+        ("0.5e1001", "value too large"),
+        ("0.00001e1005", "value too large"),
+        ("1" * 401, "more than 400 digits"),
+        ("1.5 ", "quantities must match"),  # no trimming in the parser (CEL's quantity())
+    ],
+)
+def test_quantity_bounds_just_past_the_limit(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Quantity.parse(text)
+
+
+def test_quantity_huge_exponent_is_refused_without_materializing() -> None:
+    # 10**2147483647 would take gigabytes; the magnitude is checked first.
+    with pytest.raises(ValueError, match="value too large"):
+        Quantity.parse("0.5e2147483647")
+
+
+def test_api_construction_rounds_to_nano_and_keeps_num() -> None:
+    from fractions import Fraction
+
+    from dra_affinity.api.quantity import q
+
+    assert Quantity(Fraction(1, 3)).value == Fraction(333333334, 10**9)
+    assert Quantity(-Fraction(1, 3)).value == -Fraction(333333334, 10**9)
+    assert Quantity(5).num == 5 and type(Quantity(5).num) is int
+    assert Quantity.parse("500m").num == Fraction(1, 2)
+    assert q(" 1Gi ") == Quantity.parse("1Gi")  # the API decoder trims space
+    assert Quantity.parse(3) == Quantity.parse("3")
+    assert Quantity.parse(0.25) == Quantity.parse("250m")
+    with pytest.raises(ValueError, match="finite"):
+        Quantity.parse(float("nan"))
+    with pytest.raises(TypeError):
+        Quantity("1")  # type: ignore[arg-type]
+    assert Quantity.parse("1Gi").as_integer() == 2**30
+    assert Quantity.parse("1m").as_integer() is None
+
+
+def test_api_model_validation_uses_the_shared_type() -> None:
+    import pydantic
+
+    class M(pydantic.BaseModel):
+        q: Quantity
+
+    assert M.model_validate({"q": " 2Gi"}).q == Quantity.parse("2Gi")
+    assert M.model_validate({"q": "2048Mi"}).model_dump() == {"q": "2Gi"}
+    with pytest.raises(pydantic.ValidationError, match="value too large"):
+        M.model_validate({"q": "1e1000"})

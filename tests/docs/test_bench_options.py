@@ -62,7 +62,8 @@ def test_option_that_would_be_ignored_is_rejected(args: list[str], env: dict[str
 
 
 def test_packing_honours_workload_options() -> None:
-    p = cli("--packing", "--nodes", "3", "--values", "2", "--seed", "4", "-o", "json")
+    p = cli("--packing", "--nodes", "3", "--values", "2", "--seed", "4", "--offline-iterations", "20",
+            "-o", "json")
     assert p.returncode == 0, p.stderr
     w = json.loads(p.stdout)["workload"]
     # given options win; the others keep the packing workload's own defaults
@@ -95,12 +96,13 @@ def test_scale_variable_shrinks_packing_arrivals() -> None:
                     reason="matplotlib (the plots extra) is not installed")
 def test_packing_plots_say_where_they_went(tmp_path: Path) -> None:
     folder = tmp_path / "figs"
-    p = cli("--packing", "--plots", str(folder), env={BENCH_SCALE_ENV: "0.1"})
+    p = cli("--packing", "--plots", str(folder), "--offline-iterations", "20",
+            env={BENCH_SCALE_ENV: "0.1"})
     assert p.returncode == 0, p.stderr
     line = next(x for x in p.stderr.splitlines() if x.startswith("plots written: "))
     written = [Path(x) for x in line.removeprefix("plots written: ").split(", ")]
     assert sorted(x.name for x in written) == sorted(
-        ["devices-in-use.png", "lock-map-firstfit.png", "lock-map-affinity.png"])
+        ["devices-in-use.png", "lock-maps.png", "surplus-by-value.png"])
     for path in written:
         assert path.parent == folder and path.stat().st_size > 0
     assert "packing" in p.stdout  # the table still goes to stdout

@@ -279,40 +279,48 @@ ALLOCATE_KINDS = frozenset({
 
 
 
-def _ours_matched_a_missing_attribute(f: Finding) -> bool:
-    """Ours allocated a device lacking the attribute a matchAttribute constraint names."""
-    ours = f.attrs["ours"]
-    if ours.outcome != "allocated":
-        return False
-    problem = f.attrs["problem"]
-    devices = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]): d
-               for s in problem["slices"] for d in s["spec"].get("devices", [])}
-    for claim, chosen in zip(problem["claims"], ours.allocations, strict=True):
-        for c in claim["spec"]["devices"].get("constraints", []):
-            attr = c.get("matchAttribute")
-            if not attr:
-                continue
-            domain, _, name = attr.partition("/")
-            applies = set(c.get("requests") or [])
-            for request, driver, pool, device, *_ in chosen:
-                if applies and request.split("/")[0] not in applies:
-                    continue
-                attrs = devices[(driver, pool, device)].get("attributes", {})
-                if attr not in attrs and not (driver == domain and name in attrs):
-                    return True
-    return False
-
 
 ALLOCATE_KNOWN: list[Known] = [
     Known(
-        "incomplete pools",
-        "Upstream (1.35+) allocates nothing from a pool whose current generation has fewer "
-        "slices published than resourceSliceCount, and fails a request with allocationMode "
-        "All on such a pool with an error ('currently being updated'); ours allocates from "
-        "the published slices (only sharing-affinity devices are held back) and reports All "
-        "as unschedulable.",
-        ALLOCATE_KINDS,
+        "allocationMode All on an incomplete pool",
+        "A request with allocationMode All on a node where a pool is incomplete: upstream "
+        "1.37 returns a plain error ('asks for all devices, but resource pool ... is "
+        "currently being updated'), so the whole attempt fails; ours fails the node with the "
+        "same message (Unschedulable), as upstream does since kubernetes#141898 "
+        "(kubernetes#141829). Upstream also checks the pools in map order before evaluating "
+        "selectors, so when a selector fails at runtime on another pool's device which of "
+        "the two errors comes first differs.",
+        frozenset({"outcome:unschedulable->error", "outcome:error->unschedulable"}),
+        where=_tagged("incomplete", "mode.All"),
+    ),
+    Known(
+        "selectors on devices of incomplete pools",
+        "Upstream skips an incomplete pool before evaluating any selector on its devices; ours "
+        "evaluates the class and request selectors first (so a device of another class is "
+        "reported as a selector mismatch), so a selector failing at runtime on a device of an "
+        "incomplete pool is an error for us where upstream allocates from elsewhere.",
+        frozenset({"outcome:error->allocated", "outcome:error->unschedulable"}),
         where=_tagged("incomplete"),
+    ),
+    Known(
+        "allocationMode All and claim constraints",
+        "When a device of 'all' fails a claim constraint (matchAttribute, distinctAttribute), "
+        "upstream 1.37 returns an error ('cannot add device ... because a claim constraint "
+        "would not be satisfied') that fails the attempt; ours fails the node (Unschedulable), "
+        "or, for a firstAvailable subrequest, tries the next subrequest (and may allocate).",
+        frozenset({"outcome:unschedulable->error", "outcome:allocated->error"}),
+        where=_upstream_message(r"because a claim constraint would not be satisfied"),
+    ),
+    Known(
+        "allocationMode All evaluates selectors up front",
+        "Upstream evaluates the selectors of every allocationMode All request on every device "
+        "of the node before the search starts, so a selector failing at runtime there is an "
+        "error even when an earlier claim already cannot be allocated; ours evaluates a "
+        "request's selectors when the search reaches it, and reports the earlier failure "
+        "(Unschedulable).",
+        frozenset({"outcome:unschedulable->error"}),
+        where=lambda f: "mode.All" in f.attrs["tags"] and bool(
+            re.search(r"CEL runtime error", f.attrs["upstream"].message)),
     ),
     Known(
         "selectors reading another driver's attributes",
@@ -323,31 +331,5 @@ ALLOCATE_KNOWN: list[Known] = [
         "capacity domain'); which device hits the error first also decides the outcome.",
         ALLOCATE_KINDS,
         where=_tagged("unguarded-selector"),
-    ),
-    Known(
-        "allocationMode All with consumable capacity",
-        "allocationMode All on devices that allow multiple allocations: upstream takes every "
-        "matching device, each with a share of its capacity, and errors when a matched "
-        "device cannot take the share; ours treats such devices differently (unschedulable "
-        "where upstream errors or allocates, and the reverse).",
-        ALLOCATE_KINDS,
-        where=_tagged("mode.All", "consumable"),
-    ),
-    Known(
-        "distinctAttribute ignored",
-        "Our allocator ignores distinctAttribute constraints today: it may allocate devices "
-        "sharing the attribute value, or a device lacking the attribute (upstream rejects "
-        "both: unschedulable), or pick a different device.",
-        ALLOCATE_KINDS,
-        where=_tagged("distinctAttribute"),
-    ),
-    Known(
-        "matchAttribute on a device without the attribute",
-        "Upstream treats a device lacking the attribute a matchAttribute constraint names as "
-        "not satisfying the constraint; ours lets it through (it matches nothing against "
-        "nothing), so ours allocates where upstream is unschedulable or picks another "
-        "subrequest.",
-        ALLOCATE_KINDS,
-        where=_ours_matched_a_missing_attribute,
     ),
 ]

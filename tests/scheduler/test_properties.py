@@ -121,6 +121,9 @@ class PoolView:
     declares: bool
     extractors: list[Extractor]
     devices: dict[str, tuple[int, bool]] = field(default_factory=dict)  # id -> (slots, multi)
+    # All resourceSliceCount slices of the newest generation are published. While not,
+    # a republish is in progress and nothing about affinity is decided (locks are kept).
+    complete: bool = True
 
 
 @st.composite
@@ -176,10 +179,12 @@ def pool_views(cluster: Cluster) -> dict[str, PoolView]:
     for name, slices in by_pool.items():
         gen = max(s.spec.pool.generation for s in slices)
         newest = [s for s in slices if s.spec.pool.generation == gen]
+        counts = {s.spec.pool.resource_slice_count for s in newest}
         view = PoolView(
             declares=any(s.spec.sharing_affinity for s in newest),
             extractors=[Extractor(e.name, e.expression) for s in newest
-                        for e in (s.spec.sharing_affinity or [])])
+                        for e in (s.spec.sharing_affinity or [])],
+            complete=counts == {len(newest)})
         for s in newest:
             for d in s.spec.devices:
                 cap = d.capacity[SLOTS].value.value
@@ -622,7 +627,9 @@ class Timelines(RuleBasedStateMachine):
             if st_.status is not AffinityStatus.LOCKED:
                 continue
             assert self.gates.sharing_affinity, f"{did} Locked with the gate off"
-            view = views[did.split("/")[1]]
+            view = views.get(did.split("/")[1])
+            if view is None or not view.complete or did not in view.devices:
+                continue  # republish window: the lock is kept until the pool is complete
             assert view.declares and view.devices[did][1], f"{did} Locked outside a gated pool"
             for c, req, _u in hold.get(did, []):
                 got = claim_keys(c, req, view.extractors)
@@ -653,6 +660,9 @@ class Timelines(RuleBasedStateMachine):
         check_cache(fresh, self.cluster, "fresh")
         devices = set(self.s.state.affinity_states) | set(fresh.state.affinity_states)
         for did in devices:
+            view = views.get(did.split("/")[1])
+            if view is None or not view.complete or did not in view.devices:
+                continue  # in a republish window a fresh scheduler cannot know the lock
             live, new = self.s.state.affinity(did), fresh.state.affinity(did)
             event(f"live {live.status.label} / restart {new.status.label}")
             mutated = self._mutated(did)

@@ -88,7 +88,9 @@ def test_disagreeing_slice_counts_are_incomplete() -> None:
 
 def test_too_many_slices_are_incomplete() -> None:
     pool = gather_pools(slices(device_slice(count=1), meta_slice(count=1)))[POOL]
-    assert pool.incomplete_reason == f"pool {DRIVER}/node-1 generation 1: 2 of 1 slices published"
+    assert pool.incomplete_reason == (
+        f"pool {DRIVER}/node-1 generation 1: 2 slices published but resourceSliceCount is 1 "
+        "(1 more than declared)")
 
 
 def test_duplicate_device_names_across_slices_are_invalid() -> None:

@@ -9,18 +9,28 @@ See docs/cel.md for the environment, the cost model and the comparison with
 other Python CEL implementations.
 """
 
-from .env import (
+from dra_affinity.api.resource import (
     CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
-    EXTRACTOR_ENV,
     OPAQUE_PARAMETERS_MAX_LENGTH,
-    SELECTOR_ENV,
     SHARING_AFFINITY_CEL_MAX_COST,
+)
+
+from .env import (
+    EXTRACTOR_ENV,
+    SELECTOR_ENV,
     CostEstimate,
     Environment,
     Program,
 )
 from .errors import CELCompileError, CELCostExceeded, CELError, CELEvalError
-from .extract import ConfigObject, ExtractionResult, Extractor, OutcomeKind, extract
+from .extract import (
+    MAX_AFFINITY_VALUE_LENGTH,
+    ConfigObject,
+    ExtractionResult,
+    Extractor,
+    OutcomeKind,
+    extract,
+)
 from .parser import MAX_EXPRESSION_LENGTH, MAX_NESTING_DEPTH
 from .quantity import Quantity
 from .semver import Semver
@@ -29,6 +39,7 @@ from .values import CelType, UInt
 __all__ = [
     "CEL_SELECTOR_EXPRESSION_MAX_LENGTH",
     "EXTRACTOR_ENV",
+    "MAX_AFFINITY_VALUE_LENGTH",
     "MAX_EXPRESSION_LENGTH",
     "MAX_NESTING_DEPTH",
     "OPAQUE_PARAMETERS_MAX_LENGTH",

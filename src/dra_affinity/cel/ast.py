@@ -15,6 +15,10 @@ EXISTS_ONE = "exists_one"
 MAP = "map"
 MAP_FILTER = "map_filter"  # map(x, predicate, transform)
 FILTER = "filter"
+# Two-variable comprehensions (cel-go ext.TwoVarComprehensions) also use ALL,
+# EXISTS, EXISTS_ONE, MAP and MAP_FILTER (transformList), plus:
+TRANSFORM_MAP = "transformMap"
+TRANSFORM_MAP_ENTRY = "transformMapEntry"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -101,6 +105,7 @@ class Comprehension(Expr):
     var: str
     pred: Expr | None  # predicate (all/exists/exists_one/filter/map_filter)
     transform: Expr | None  # map / map_filter
+    var2: str | None = None  # second variable: the element (lists) or value (maps)
 
 
 def children(e: Expr) -> tuple[Expr, ...]:

@@ -220,14 +220,16 @@ class Checker:
     def _comprehension(self, e: A.Comprehension, scope: Mapping[str, Ty]) -> Ty:
         rt = self.check(e.range, scope)
         if rt.name == "list":
-            var_t = rt.elem
+            var_t, var2_t = (T.INT, rt.elem) if e.var2 is not None else (rt.elem, T.DYN)
         elif rt.name == "map":
-            var_t = rt.key
+            var_t, var2_t = rt.key, rt.elem
         elif rt.name == "dyn":
-            var_t = T.DYN
+            var_t, var2_t = T.DYN, T.DYN
         else:
             raise _err(f"expression of type '{rt}' cannot be the range of a comprehension", e.range)
         inner = {**scope, e.var: var_t}
+        if e.var2 is not None:
+            inner[e.var2] = var2_t
         if e.pred is not None:
             pt = self.check(e.pred, inner)
             if pt.name not in ("bool", "dyn"):
@@ -241,6 +243,12 @@ class Checker:
         if e.macro == A.FILTER:
             return T.list_of(var_t)
         assert tt is not None
+        if e.macro == A.TRANSFORM_MAP:
+            return T.map_of(var_t, tt)
+        if e.macro == A.TRANSFORM_MAP_ENTRY:
+            if tt.name not in ("map", "dyn"):
+                raise _err(f"transformMapEntry() transform must be a map, not {tt}", e.transform or e)
+            return tt if tt.name == "map" else T.MAP_DYN
         return T.list_of(tt)
 
     def _call(self, e: A.Call, scope: Mapping[str, Ty]) -> Ty:

@@ -27,13 +27,14 @@ from typing import Final
 from . import ast as A
 from . import types as T
 from .checker import TypeMap
-from .interpreter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
 from .library import (
     FIND_ALL_MATCH_COST,
     REGEX_STRING_LENGTH_COST_FACTOR,
     STRING_TRAVERSAL_COST_FACTOR,
     str_cost,
+    str_width,
 )
+from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
 from .types import Ty
 
 COST_CAP: Final = 2**63 - 1
@@ -47,6 +48,7 @@ class Sz:
     elem: Sz | None = None  # list elements, map values
     key: Sz | None = None  # map keys
     data: bool = False  # derived from the activation: elements are data too
+    w: int = 4  # bytes per character in memory (known for literals; else the most)
 
 
 SCALAR: Final = Sz(1)
@@ -60,6 +62,7 @@ def _join(a: Sz | None, b: Sz | None) -> Sz | None:
         _join(a.elem, b.elem),
         _join(a.key, b.key),
         a.data or b.data,
+        max(a.w, b.w),
     )
 
 
@@ -132,8 +135,10 @@ class Estimator:
     def _est(self, e: A.Expr, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
         if isinstance(e, A.Const):
             v = e.value
-            if type(v) is str or type(v) is bytes:
-                return 0, Sz(len(v))
+            if type(v) is str:
+                return 0, Sz(len(v), w=str_width(v))
+            if type(v) is bytes:
+                return 0, Sz(len(v), w=1)
             return 0, SCALAR
         if isinstance(e, A.Ident):
             if e.name in scope:
@@ -205,8 +210,9 @@ class Estimator:
                 _join(s1.elem, s2.elem) if not (s1.data or s2.data) else None,
                 None,
                 s1.data or s2.data,
+                max(s1.w, s2.w),
             )
-            op_cost = str_cost(s1.n + s2.n)
+            op_cost = str_cost((s1.n + s2.n) * (1 if "bytes" in (lt, rt) else total.w))
             if "list" in (lt, rt) or "dyn" in (lt, rt):
                 op_cost += 1  # list concatenation: 1 plus the copy
             return base + op_cost, total
@@ -249,6 +255,10 @@ class Estimator:
             joined = _join(sr.elem, sr.key)
             var_sz = joined if joined is not None else self.data
         inner = {**scope, e.var: var_sz}
+        if e.var2 is not None:
+            if rt == "list" and not sr.data:
+                inner[e.var] = SCALAR  # the index
+            inner[e.var2] = self.data if sr.data else self.elem_of(sr)
         cp, _ = self._est(e.pred, inner) if e.pred is not None else (0, SCALAR)
         ct, st = self._est(e.transform, inner) if e.transform is not None else (0, SCALAR)
         macro = e.macro
@@ -258,6 +268,11 @@ class Estimator:
             return cr + 1 + n * (4 + cp), SCALAR
         if macro == A.EXISTS_ONE:
             return cr + 2 + n * (cp + 2), SCALAR
+        if macro in (A.TRANSFORM_MAP, A.TRANSFORM_MAP_ENTRY):
+            # {} then per element cel.@mapInsert(__result__, [k,] t): accumulator,
+            # (key,) transform and the call; a filter costs itself when false
+            per = cp + ct + (3 if macro == A.TRANSFORM_MAP else 2)
+            return cr + MAP_CREATE_BASE_COST + 1 + n * per, Sz(n, st, inner[e.var])
         fixed = cr + LIST_CREATE_BASE_COST + 1
         if macro == A.MAP:
             return fixed + n * (ct + 12), Sz(n, st)
@@ -301,21 +316,61 @@ class Estimator:
             result = self.elem_of(sizes[0]) if name in ("sum", "min", "max") else SCALAR
             return base + self.traversal(sizes[0]), result
         if name in ("lowerAscii", "upperAscii", "trim", "substring"):
-            return base + str_cost(n0), Sz(n0)
+            return base + str_cost(n0), Sz(n0, w=sizes[0].w)
         if name == "replace":
-            growth = (n0 + 1) * sizes[2].n
-            return base + math.ceil(n0 * 2 * STRING_TRAVERSAL_COST_FACTOR) + str_cost(growth), Sz(
-                n0 + growth
-            )
+            out = n0 + (n0 + 1) * sizes[2].n
+            w = max(sizes[0].w, sizes[2].w)
+            cost = max(math.ceil(n0 * 2 * STRING_TRAVERSAL_COST_FACTOR), str_cost(out * w))
+            return base + cost, Sz(out, w=w)
         if name == "split":
-            return base + math.ceil(n0 * 2 * STRING_TRAVERSAL_COST_FACTOR), Sz(n0 + 1, Sz(n0))
+            traverse = math.ceil(n0 * 2 * STRING_TRAVERSAL_COST_FACTOR)
+            build = str_cost(n0 * sizes[0].w) + str_cost(n0 + 1)
+            return base + max(traverse, build), Sz(n0 + 1, Sz(n0, w=sizes[0].w))
         if name == "join":
             count = self.count(sizes[0])
-            sep = sizes[1].n if len(sizes) > 1 else 0
-            size = count * self.elem_of(sizes[0]).n + max(count - 1, 0) * sep
-            return base + math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR), Sz(size)
+            elem = self.elem_of(sizes[0])
+            sep = sizes[1] if len(sizes) > 1 else Sz(0, w=1)
+            size = count * elem.n + max(count - 1, 0) * sep.n
+            w = max(elem.w, sep.w)
+            cost = max(math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR), str_cost(size * w))
+            return base + cost, Sz(size, w=w)
         if name in ("quantity", "isQuantity"):
             return base + str_cost(n0), SCALAR
         if name == "charAt":
             return base + 1, Sz(1)
+        ext = self._ext_call(e, exprs, sizes)
+        if ext is not None:
+            return base + ext[0], ext[1]
         return base + 1, SCALAR
+
+    def _ext_call(
+        self, e: A.Call, exprs: tuple[A.Expr | None, ...], sizes: list[Sz]
+    ) -> tuple[int, Sz] | None:
+        """ext.Sets and ext.Lists calls (see :mod:`.library_ext` for the runtime rules)."""
+        name = e.name
+        created = 1 + LIST_CREATE_BASE_COST
+        if name.startswith("sets."):
+            factor = 2 if name == "sets.equivalent" else 1
+            return 1 + factor * self.count(sizes[0]) * self.count(sizes[1]), SCALAR
+        if name in ("slice", "reverse"):
+            n = self.count(sizes[0])
+            return n + created, Sz(n, self.elem_of(sizes[0]), data=sizes[0].data)
+        if name == "lists.range":
+            arg = exprs[0]
+            if isinstance(arg, A.Const) and type(arg.value) is int:
+                n = max(arg.value, 0)
+            else:
+                n = COST_CAP if self.str_bound else 0  # an int from data: unbounded
+            return n + created, Sz(n)
+        if name in ("flatten", "distinct", "sort"):
+            n = self.count(sizes[0])
+            if name == "flatten":
+                arg = exprs[1] if len(exprs) > 1 else None
+                depth = arg.value if isinstance(arg, A.Const) and type(arg.value) is int else 1
+                if len(exprs) > 1 and not isinstance(arg, A.Const):
+                    depth = COST_CAP if self.str_bound else 1  # charged depth x size at run time
+                return min(max(depth, 1) * n, COST_CAP) + created, self.data if sizes[0].data else Sz(
+                    n * max(1, self.elem_of(sizes[0]).n)
+                )
+            return int(2.1 * n * n) + created, Sz(n, self.elem_of(sizes[0]), data=sizes[0].data)
+        return None

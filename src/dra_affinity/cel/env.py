@@ -8,6 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from dra_affinity.api.resource import (  # the API's limits, which the cost model assumes
+    OPAQUE_PARAMETERS_MAX_LENGTH,
+)
+
 from .checker import Checker
 from .cost import COST_CAP, Estimator
 from .errors import RUNTIME, CELCompileError, CELCostExceeded, CELError, CELEvalError
@@ -15,9 +19,6 @@ from .interpreter import Compiler, Fn, Meter
 from .parser import MAX_NESTING_DEPTH, parse
 from .types import Ty, parse_type
 
-SHARING_AFFINITY_CEL_MAX_COST: Final = 1_000_000
-CEL_SELECTOR_EXPRESSION_MAX_LENGTH: Final = 10 * 1024
-OPAQUE_PARAMETERS_MAX_LENGTH: Final = 10 * 1024
 COMPILE_CACHE_SIZE: Final = 4096
 
 

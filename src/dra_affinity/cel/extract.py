@@ -10,34 +10,63 @@ given order) and classifies the outcome:
    result that is not a string (null, bool, int, list, map...),
    ``COST_EXCEEDED`` when the budget runs out. An extractor that does not
    compile is ``CEL_ERROR`` too (checked before anything is evaluated).
-2. Otherwise, two non-empty values for one key: ``SELF_INCONSISTENT``.
+2. Otherwise, a ResourceClaim authoring error (the claim's data is at fault;
+   see :attr:`OutcomeKind.is_claim_error`): ``VALUE_TOO_LONG`` for a value
+   longer than ``MAX_AFFINITY_VALUE_LENGTH`` UTF-8 bytes (the first in
+   evaluation order), then ``SELF_INCONSISTENT`` for two non-empty values for
+   one key.
 3. Otherwise, an extractor with no non-empty value: ``NO_KEYS``.
 4. Otherwise ``OK`` with the merged key map.
 
 ``""`` means "this extractor does not apply to this config" and contributes
 nothing; the same value from several configs is fine.
 
-Budget: the runtime budget is per config object. All extractors evaluated
-against one config share ``budget`` (by default SharingAffinityCELMaxCost),
-mirroring the static rule that caps the combined cost of a pool's
-extractors; each config starts afresh.
+Budget: one runtime budget per extraction, that is per request and pool: all
+extractors evaluated against all in-scope configs share ``budget`` (by default
+SharingAffinityCELMaxCost). So what one scheduling attempt spends on a request
+is bounded by the budget however many configs (up to 32) the claim carries;
+the static rule at admission caps what one config's evaluation may cost.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
-from .env import EXTRACTOR_ENV, SHARING_AFFINITY_CEL_MAX_COST, Environment, Program
+from dra_affinity.api.resource import SHARING_AFFINITY_CEL_MAX_COST
+
+from .env import EXTRACTOR_ENV, Environment, Program
 from .errors import MISSING_FIELD, CELCompileError, CELCostExceeded, CELEvalError
 from .values import type_name
 
+MAX_AFFINITY_VALUE_LENGTH: Final = 256
+"""Longest sharing-affinity value, in UTF-8 bytes (see docs/decisions.md).
+
+A value is an identifier (a subnet ID, a partition key, a DNS name of at most
+253 bytes); it is kept in every locked device's state, compared on every
+scheduling attempt and printed in messages.
+"""
+
 
 class OutcomeKind(enum.Enum):
+    """How an extraction ended.
+
+    ``VALUE_TOO_LONG``: an extractor returned a non-empty string longer than
+    ``MAX_AFFINITY_VALUE_LENGTH`` UTF-8 bytes. The value comes from the
+    claim's opaque config (the extractor idiom returns a config field as
+    is), so it is a ResourceClaim authoring error, like ``SELF_INCONSISTENT``:
+    the Pod is UnschedulableAndUnresolvable until the claim changes, and no
+    device of the pool is viable for it; no slice the driver publishes can fix
+    it, and one claim must not abort scheduling as a slice error would.
+    """
+
     OK = "OK"
     NO_KEYS = "NoKeys"
     SELF_INCONSISTENT = "SelfInconsistent"
+    VALUE_TOO_LONG = "ValueTooLong"
     CEL_ERROR = "CELError"
     MISSING_FIELD = "MissingField"
     NON_STRING = "NonString"
@@ -48,6 +77,11 @@ class OutcomeKind(enum.Enum):
         """A ResourceSlice authoring error (the slice's CEL is at fault)."""
         return self in _SLICE_ERRORS
 
+    @property
+    def is_claim_error(self) -> bool:
+        """A ResourceClaim authoring error (the claim's configs are at fault)."""
+        return self in _CLAIM_ERRORS
+
 
 _SLICE_ERRORS = frozenset(
     {
@@ -57,6 +91,7 @@ _SLICE_ERRORS = frozenset(
         OutcomeKind.COST_EXCEEDED,
     }
 )
+_CLAIM_ERRORS = frozenset({OutcomeKind.SELF_INCONSISTENT, OutcomeKind.VALUE_TOO_LONG})
 
 
 @dataclass(frozen=True)
@@ -127,12 +162,13 @@ def extract(
     # key -> (value, source) of the first non-empty contribution
     found: dict[str, tuple[str, str]] = {}
     conflict: tuple[str, str, str, str, str] | None = None  # key, v1, src1, v2, src2
+    too_long: ExtractionResult | None = None
 
     def fail(kind: OutcomeKind, message: str, ex: Extractor, cfg: ConfigObject) -> ExtractionResult:
         return ExtractionResult(kind, (), message, ex.name, cfg.source, evaluations, total_cost)
 
+    remaining = budget  # shared by every extractor over every config
     for cfg in configs:
-        remaining = budget  # per config object, shared by its extractors
         activation = {"object": cfg.parameters}
         for ex, prog in zip(extractors, programs, strict=True):
             evaluations += 1
@@ -143,7 +179,7 @@ def extract(
                 return fail(
                     OutcomeKind.COST_EXCEEDED,
                     f"extractor {ex.name!r} on {cfg.source}: CEL cost budget exhausted "
-                    f"(cost {e.cost} > {remaining} remaining of {budget} per config)",
+                    f"(cost {e.cost} > {remaining} remaining of {budget} for this request's configs)",
                     ex,
                     cfg,
                 )
@@ -167,12 +203,28 @@ def extract(
                 )
             if value == "":
                 continue
+            if len(value) > MAX_AFFINITY_VALUE_LENGTH // 4 and too_long is None:
+                size = len(value.encode("utf-8", "surrogatepass"))
+                if size > MAX_AFFINITY_VALUE_LENGTH:
+                    too_long = fail(
+                        OutcomeKind.VALUE_TOO_LONG,
+                        f"extractor {ex.name!r} on {cfg.source}: value of {size} bytes "
+                        f"{_short(value, 40)} is longer than {MAX_AFFINITY_VALUE_LENGTH} bytes",
+                        ex,
+                        cfg,
+                    )
+                    continue
             prev = found.get(ex.name)
             if prev is None:
                 found[ex.name] = (str(value), cfg.source)
             elif prev[0] != value and conflict is None:
                 conflict = (ex.name, prev[0], prev[1], str(value), cfg.source)
 
+    if too_long is not None:
+        return ExtractionResult(
+            too_long.kind, (), too_long.message, too_long.extractor, too_long.source,
+            evaluations, total_cost,
+        )
     if conflict is not None:
         key, v1, s1, v2, s2 = conflict
         return ExtractionResult(
@@ -220,29 +272,42 @@ def object_fields(expressions: Sequence[str], var: str = "object") -> tuple[str,
     variable (passed whole to a function or macro, compared, indexed by a computed
     key, shadowed by a macro variable) gives None. Unparsable text gives None too.
     """
+    fields: set[str] = set()
+    for text in expressions:
+        found = _fields_read(text, var)
+        if found is None:
+            return None
+        fields |= found
+    return tuple(sorted(fields))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fields_read(text: str, var: str) -> frozenset[str] | None:
+    """One expression's part of :func:`object_fields` (cached: parsing a 10 KiB
+    expression is the costly part, and a pool's extractors are analysed again
+    whenever a new extractor set appears)."""
     from .ast import Comprehension, Const, Expr, Ident, Index, Select, children
     from .parser import parse
 
     fields: set[str] = set()
-    for text in expressions:
-        try:
-            stack: list[Expr] = [parse(text)]
-        except (CELCompileError, RecursionError):
+    try:
+        stack: list[Expr] = [parse(text)]
+    except (CELCompileError, RecursionError):
+        return None
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ident):
+            if e.name == var:
+                return None  # the variable itself, not one of its fields
+            continue
+        if isinstance(e, Select) and isinstance(e.operand, Ident) and e.operand.name == var:
+            fields.add(e.field)
+            continue
+        if (isinstance(e, Index) and isinstance(e.operand, Ident) and e.operand.name == var
+                and isinstance(e.index, Const) and type(e.index.value) is str):
+            fields.add(e.index.value)
+            continue
+        if isinstance(e, Comprehension) and var in (e.var, e.var2):
             return None
-        while stack:
-            e = stack.pop()
-            if isinstance(e, Ident):
-                if e.name == var:
-                    return None  # the variable itself, not one of its fields
-                continue
-            if isinstance(e, Select) and isinstance(e.operand, Ident) and e.operand.name == var:
-                fields.add(e.field)
-                continue
-            if (isinstance(e, Index) and isinstance(e.operand, Ident) and e.operand.name == var
-                    and isinstance(e.index, Const) and type(e.index.value) is str):
-                fields.add(e.index.value)
-                continue
-            if isinstance(e, Comprehension) and e.var == var:
-                return None
-            stack.extend(children(e))
-    return tuple(sorted(fields))
+        stack.extend(children(e))
+    return frozenset(fields)

@@ -21,6 +21,7 @@ import re2
 
 from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .library_ext import EXT_FUNCTIONS
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 from .types import Ty
@@ -75,6 +76,28 @@ def nso(name: str, *args: Any) -> NoReturn:
 def str_cost(n: int) -> int:
     """cel-go's ``ceil(size * StringTraversalCostFactor)`` (float arithmetic, as in Go)."""
     return math.ceil(n * STRING_TRAVERSAL_COST_FACTOR)
+
+
+def str_width(s: str) -> int:
+    """Bytes per character of ``s`` in memory (1, 2 or 4: CPython's compact strings)."""
+    if s.isascii():
+        return 1
+    top = max(s)
+    return 1 if top < "\u0100" else 2 if top < "\U00010000" else 4
+
+
+def build_cost(cel_cost: int, chars: int, *parts: str) -> int:
+    """What building a string of ``chars`` characters from ``parts`` costs.
+
+    cel-go's cost where that already pays 0.1 per byte of the result (any
+    ASCII result of ``+``, ``join``, and every ``replace``/``split`` that at
+    most doubles its input), else ceil(0.1 * bytes): a string never costs less
+    than a tenth of the memory it takes. Charged before the string is built,
+    so one the remaining budget cannot pay for is never built.
+    """
+    width = max(map(str_width, parts), default=1)
+    size_cost = str_cost(chars * width)
+    return cel_cost if cel_cost >= size_cost else size_cost
 
 
 def traversal_cost(v: Any) -> int:
@@ -236,9 +259,22 @@ def _ends_with(s: Any, p: Any) -> bool:
 
 _INT_RE: Final = re.compile(r"[+-]?[0-9]+\Z")
 _UINT_RE: Final = re.compile(r"[0-9]+\Z")
+# Go's strconv.ParseFloat syntax: decimal, hexadecimal with a binary exponent,
+# [+-]inf / infinity and unsigned nan (any case); no spaces, no underscores.
 _FLOAT_RE: Final = re.compile(
-    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\Z", re.IGNORECASE
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity)\Z|nan\Z", re.IGNORECASE
 )
+_HEX_FLOAT_RE: Final = re.compile(
+    r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+\Z"
+)
+_SPECIAL_FLOAT_RE: Final = re.compile(r"[+-]?(?:inf|infinity)\Z|nan\Z", re.IGNORECASE)
+
+
+def _conversion_error(s: str, to: str) -> NoReturn:
+    shown = s if len(s) <= 40 else s[:37] + "..."
+    raise CELEvalError(
+        f"type conversion error from 'string' to '{to}': {shown!r}", INVALID_ARGUMENT
+    )
 
 
 def _digits_value(s: str) -> int | None:
@@ -256,20 +292,22 @@ def _to_int(x: Any) -> int:
     if t is UInt:
         v = x.value
         if v > INT64_MAX:
-            raise CELEvalError("range error converting uint to int", OVERFLOW)
+            raise CELEvalError("integer overflow", OVERFLOW)
         return v  # type: ignore[no-any-return]
     if t is float:
         f: float = x
         if f != f or f <= -(2.0**63) or f >= 2.0**63:
-            raise CELEvalError("range error converting double to int", OVERFLOW)
+            raise CELEvalError("integer overflow", OVERFLOW)
         return int(f)
     if t is str:
+        # strconv.ParseInt(s, 10, 64): syntax and range errors are one
+        # conversion error in cel-go.
         s: str = x
         if not _INT_RE.match(s):
-            raise CELEvalError(f"cannot convert string {s!r} to int", INVALID_ARGUMENT)
+            _conversion_error(s, "int")
         v = _digits_value(s)
         if v is None or not INT64_MIN <= v <= INT64_MAX:
-            raise CELEvalError(f"int value out of range: {s!r}", OVERFLOW)
+            _conversion_error(s, "int")
         return v
     nso("int", x)
 
@@ -280,20 +318,20 @@ def _to_uint(x: Any) -> UInt:
         return x  # type: ignore[no-any-return]
     if t is int:
         if x < 0:
-            raise CELEvalError("range error converting int to uint", OVERFLOW)
-        return UInt(x)
+            raise CELEvalError("unsigned integer overflow", OVERFLOW)
+        return UInt(check_int(x))
     if t is float:
         f: float = x
         if f != f or f < 0 or f >= 2.0**64:
-            raise CELEvalError("range error converting double to uint", OVERFLOW)
+            raise CELEvalError("unsigned integer overflow", OVERFLOW)
         return UInt(int(f))
     if t is str:
         s: str = x
         if not _UINT_RE.match(s):
-            raise CELEvalError(f"cannot convert string {s!r} to uint", INVALID_ARGUMENT)
+            _conversion_error(s, "uint")
         v = _digits_value(s)
         if v is None or v > UINT64_MAX:
-            raise CELEvalError(f"uint value out of range: {s!r}", OVERFLOW)
+            _conversion_error(s, "uint")
         return UInt(v)
     nso("uint", x)
 
@@ -307,10 +345,21 @@ def _to_double(x: Any) -> float:
     if t is UInt:
         return float(x.value)
     if t is str:
+        # strconv.ParseFloat(s, 64): a value beyond the largest double is a
+        # range error (an error in cel-go), not +Inf; underflow gives 0.
         s: str = x
-        if not _FLOAT_RE.match(s):
-            raise CELEvalError(f"cannot convert string {s!r} to double", INVALID_ARGUMENT)
-        return float(s)
+        if _FLOAT_RE.match(s):
+            f = float(s)
+        elif _HEX_FLOAT_RE.match(s):
+            try:
+                f = float.fromhex(s)
+            except OverflowError:
+                _conversion_error(s, "double")
+        else:
+            _conversion_error(s, "double")
+        if math.isinf(f) and not _SPECIAL_FLOAT_RE.match(s):
+            _conversion_error(s, "double")
+        return f
     nso("double", x)
 
 
@@ -454,7 +503,7 @@ def _replace(s: Any, old: Any, new: Any, n: Any = -1) -> str:
 
 
 def replace_growth(s: str, old: str, new: str, n: int = -1) -> int:
-    """How many characters ``replace`` adds beyond len(s) (charged to bound memory)."""
+    """How many characters ``replace`` adds beyond len(s) (0 when it does not grow)."""
     if len(new) <= len(old):
         return 0
     count = (len(s) + 1) if old == "" else s.count(old)
@@ -714,26 +763,42 @@ def _replace_split_cost(args: tuple[object, ...]) -> int:
 
 
 def _replace_cost(args: tuple[object, ...]) -> int:
-    # Kubernetes' cost (traversal + construction) plus, beyond cel-go, the
-    # characters the replacement adds: otherwise 'a'*n .replace('a', long)
-    # builds n*len(long) characters for a cost proportional to n only.
+    # Kubernetes' cost (traversal plus construction, by the input's size), or
+    # the size of the result where that is larger: 'a'*n .replace('', long)
+    # would otherwise build n*len(long) characters for a cost of 0.2 n.
     cost = _replace_split_cost(args)
     s, old, new = args[0], args[1], args[2]
     n = args[3] if len(args) > 3 else -1
     if type(s) is str and type(old) is str and type(new) is str and type(n) is int:
-        cost += str_cost(replace_growth(s, old, new, n))
+        return build_cost(cost, len(s) + replace_growth(s, old, new, n), s, new)
+    return cost
+
+
+def _split_cost(args: tuple[object, ...]) -> int:
+    # Kubernetes' cost, or the result's characters plus 0.1 per element.
+    cost = _replace_split_cost(args)
+    s, sep = args[0], args[1]
+    n = args[2] if len(args) > 2 else -1
+    if type(s) is str and type(sep) is str and type(n) is int:
+        parts = len(s) if sep == "" else s.count(sep) + 1
+        if n >= 0:
+            parts = min(parts, n)
+        return max(cost, build_cost(0, len(s), s) + str_cost(parts))
     return cost
 
 
 def _join_cost(args: tuple[object, ...]) -> int:
-    # Kubernetes charges by the size of the result, which is known up front.
+    # Kubernetes charges by the size of the result, which is known up front;
+    # at least 0.1 per byte of it.
     lst: Any = args[0]
     if not is_list(lst):
         return 1
     items = list(lst)
-    sep = value_size(args[1]) if len(args) > 1 else 0
-    size = sum(value_size(x) for x in items) + sep * max(len(items) - 1, 0)
-    return math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR)
+    sep: Any = args[1] if len(args) > 1 else ""
+    if type(sep) is not str or any(type(x) is not str for x in items):
+        return 1  # the call fails with no such overload
+    size = sum(map(len, items)) + len(sep) * max(len(items) - 1, 0)
+    return build_cost(math.ceil(size * 2 * STRING_TRAVERSAL_COST_FACTOR), size, sep, *items)
 
 
 def _one(_args: tuple[object, ...]) -> int:
@@ -776,7 +841,7 @@ def _result_count(result: object) -> int:
 
 _SIZE_OVS: Final = [_ov(I, S), _ov(I, T.BYTES), _ov(I, LIST), _ov(I, MAP)]
 
-FUNCTIONS: Final[tuple[Function, ...]] = (
+_CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
     # standard library
     _fn("size", False, 1, _size, _SIZE_OVS),
     _fn("size", True, 0, _size, _SIZE_OVS),
@@ -824,8 +889,8 @@ FUNCTIONS: Final[tuple[Function, ...]] = (
     _fn("upperAscii", True, 0, _upper_ascii, [_ov(S, S)], _str_len_cost),
     _fn("replace", True, 2, _replace, [_ov(S, S, S, S)], _replace_cost),
     _fn("replace", True, 3, _replace, [_ov(S, S, S, S, I)], _replace_cost),
-    _fn("split", True, 1, _split, [_ov(LSTR, S, S)], _replace_split_cost),
-    _fn("split", True, 2, _split, [_ov(LSTR, S, S, I)], _replace_split_cost),
+    _fn("split", True, 1, _split, [_ov(LSTR, S, S)], _split_cost),
+    _fn("split", True, 2, _split, [_ov(LSTR, S, S, I)], _split_cost),
     _fn("substring", True, 1, _substring, [_ov(S, S, I)], _str_len_cost),
     _fn("substring", True, 2, _substring, [_ov(S, S, I, I)], _str_len_cost),
     _fn("trim", True, 0, _trim, [_ov(S, S)], _str_len_cost),
@@ -861,6 +926,11 @@ FUNCTIONS: Final[tuple[Function, ...]] = (
     _fn("major", True, 0, _semver_part("major"), [_ov(I, V)]),
     _fn("minor", True, 0, _semver_part("minor"), [_ov(I, V)]),
     _fn("patch", True, 0, _semver_part("patch"), [_ov(I, V)]),
+)
+
+FUNCTIONS: Final[tuple[Function, ...]] = _CORE_FUNCTIONS + tuple(
+    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost)
+    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS
 )
 
 REGISTRY: Final[Mapping[tuple[str, bool, int], Function]] = {

@@ -26,6 +26,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from . import ast as A
 from .errors import CELCompileError
+from .library_ext import NAMESPACES
 from .values import UINT64_MAX, UInt
 
 # Nesting limit. cel-go's parser defaults to 250; ours is lower because every
@@ -50,6 +51,18 @@ MACROS: Final = {
     ("map", 2): A.MAP,
     ("map", 3): A.MAP_FILTER,
     ("filter", 2): A.FILTER,
+}
+# Two-variable macros: (kind, whether the third argument is a filter when four are given).
+MACROS2: Final = {
+    ("all", 3): A.ALL,
+    ("exists", 3): A.EXISTS,
+    ("existsOne", 3): A.EXISTS_ONE,
+    ("transformList", 3): A.MAP,
+    ("transformList", 4): A.MAP_FILTER,
+    ("transformMap", 3): A.TRANSFORM_MAP,
+    ("transformMap", 4): A.TRANSFORM_MAP,
+    ("transformMapEntry", 3): A.TRANSFORM_MAP_ENTRY,
+    ("transformMapEntry", 4): A.TRANSFORM_MAP_ENTRY,
 }
 
 _UNIT: Final = frozenset(
@@ -336,8 +349,14 @@ class _Converter:
     def _member_call(
         self, pos: int, target: A.Expr, name: str, args: tuple[A.Expr, ...], tok: Token
     ) -> A.Expr:
+        macro2 = MACROS2.get((name, len(args)))
+        if macro2 is not None:
+            return self._two_var(pos, target, name, macro2, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
+            if isinstance(target, A.Ident) and target.name in NAMESPACES:
+                # a namespaced function of an extension library: sets.contains(a, b)
+                return A.Call(pos, f"{target.name}.{name}", None, args)
             return A.Call(pos, name, target, args)
         var = args[0]
         if not isinstance(var, A.Ident):
@@ -347,6 +366,27 @@ class _Converter:
         if macro == A.MAP_FILTER:
             return A.Comprehension(pos, macro, target, var.name, args[1], args[2])
         return A.Comprehension(pos, macro, target, var.name, args[1], None)
+
+    @staticmethod
+    def _two_var(
+        pos: int, target: A.Expr, name: str, macro: str, args: tuple[A.Expr, ...]
+    ) -> A.Expr:
+        v1, v2 = args[0], args[1]
+        for v in (v1, v2):
+            if not isinstance(v, A.Ident):
+                raise CELCompileError(f"{name}() macro: argument must be a simple name", v.pos)
+        assert isinstance(v1, A.Ident) and isinstance(v2, A.Ident)
+        if v1.name == v2.name:
+            raise CELCompileError(
+                f"{name}() macro: duplicate variable name '{v1.name}'", v2.pos
+            )
+        if macro in (A.ALL, A.EXISTS, A.EXISTS_ONE):
+            pred, transform = args[2], None
+        elif len(args) == 4:
+            pred, transform = args[2], args[3]
+        else:
+            pred, transform = None, args[2]
+        return A.Comprehension(pos, macro, target, v1.name, pred, transform, v2.name)
 
 
 # -- literals -------------------------------------------------------------

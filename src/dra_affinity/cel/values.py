@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final, final
 
-from .errors import NO_SUCH_OVERLOAD, CELEvalError
+from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 
@@ -426,3 +426,17 @@ def check_uint(v: int) -> UInt:
     if 0 <= v <= UINT64_MAX:
         return UInt(v)
     raise CELEvalError("unsigned integer overflow", "overflow")
+
+
+def map_insert(out: CelMap, k: object, v: object) -> None:
+    """Add ``k: v`` to a map being built; CEL's errors for bad and repeated keys."""
+    ck = canon_key(k) if type(k) is not float else None
+    if ck is None:
+        raise CELEvalError(f"unsupported map key type: {type_name(k)}", INVALID_ARGUMENT)
+    if ck in out.canon:
+        raise CELEvalError(f"map literal has repeated key: {k!r}", INVALID_ARGUMENT)
+    if ck[0] != "s" and k in out:
+        # Python's dict cannot hold both true and 1 (or false and 0).
+        raise CELEvalError(f"map literal keys {k!r} and {ck!r} collide", INVALID_ARGUMENT)
+    out.canon[ck] = k
+    out[k] = v

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from dra_affinity.cel import SELECTOR_ENV, CELError
 from dra_affinity.features import Features
 from dra_affinity.structured import reasons as R
-from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.model import Abort, DeviceInfo, PoolID, PoolInfo, Reason, Result
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState

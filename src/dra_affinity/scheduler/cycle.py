@@ -9,7 +9,7 @@ phases (Filter adds its verdicts; Reserve and Bind read them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +17,10 @@ from dra_affinity.api.core import Pod, PodResourceClaim
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.features import Features
 from dra_affinity.structured import reasons as R
-from dra_affinity.structured.allocator import ClaimRequest, ClaimSpec, Counters, RequestSpec
+from dra_affinity.structured.allocator import Counters
+from dra_affinity.structured.claims import ClaimRequest, ClaimSpec, Constraint, RequestSpec
 from dra_affinity.structured.experiments import ExperimentHooks, is_never_set_lock
-from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo
+from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo, ExtractionResult
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 
 from .view import ClusterView
@@ -72,7 +73,8 @@ def claim_name(pod: Pod, prc: PodResourceClaim) -> str:
 
 
 def prefilter(view: ClusterView, features: Features, pod: Pod,
-              shared: ExtractionCache | None) -> CycleState:
+              shared: ExtractionCache | None,
+              remembered: dict[Hashable, ExtractionResult] | None = None) -> CycleState:
     """Resolve the pod's claims and what to allocate; raises :class:`Abort`."""
     key = f"{pod.namespace}/{pod.name}"
     classes = view.classes()
@@ -99,7 +101,8 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
             allocated.append(c)
             continue
         to_allocate.append(claim_spec(c, classes))
-    memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes, shared=shared)
+    memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes, shared=shared,
+                          remembered=remembered)
     return CycleState(pod, key, claims, to_allocate, allocated, memo, _hooks(features, claims, memo))
 
 
@@ -143,6 +146,11 @@ def claim_spec(c: ResourceClaim, classes: Mapping[str, DeviceClass]) -> ClaimSpe
                 s.allocation_mode == "All", s.count or 1,
                 dict(s.capacity.requests) if s.capacity else {}))
         reqs.append(ClaimRequest(r.name, tuple(alts)))
-    cons = tuple((tuple(k.requests), k.match_attribute) for k in c.spec.devices.constraints
-                 if k.match_attribute)
-    return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), cons)
+    # Admission allows exactly one of the two; a constraint with both is kept as both.
+    cons: list[Constraint] = []
+    for k in c.spec.devices.constraints:
+        if k.match_attribute:
+            cons.append(Constraint(tuple(k.requests), k.match_attribute))
+        if k.distinct_attribute:
+            cons.append(Constraint(tuple(k.requests), k.distinct_attribute, distinct=True))
+    return ClaimSpec(ckey, c.metadata.uid or ckey, tuple(reqs), tuple(cons))

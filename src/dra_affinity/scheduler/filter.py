@@ -16,7 +16,8 @@ from typing import Any
 from dra_affinity.cel import OutcomeKind
 from dra_affinity.structured import reasons as R
 from dra_affinity.structured.affinity import CLEAN, AffinityStatus, Lock, check_lock, gated
-from dra_affinity.structured.allocator import ClaimSpec, NodeAllocator, OrderFn, RequestSpec
+from dra_affinity.structured.allocator import NodeAllocator, OrderFn
+from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.experiments import preferred_order
 from dra_affinity.structured.model import Abort, DeviceInfo, NodeResult, Reason
 from dra_affinity.structured.nodes import node_selector_matches

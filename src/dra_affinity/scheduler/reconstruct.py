@@ -4,12 +4,23 @@ The KEP keeps locks in the scheduler's memory only. On start, every allocated
 claim is accounted again: for each result on a gated device, the pool's
 extractors are re-run on the claim's configs and the keys folded into the
 device's lock, exactly as Reserve would. A claim whose keys cannot be derived
-(pool incomplete or invalid now, request gone, extraction failing) makes the
+(pool invalid for sharing affinity, request gone, extraction failing) makes the
 device Unreconstructable: filtered until it drains (fail closed).
 
 When a pool's extractors change while devices are in use, those devices are
 re-derived the same way; a lock never silently changes value under running
 pods: if the claims now extract other keys, the device is Unreconstructable.
+
+A republish passes through a window where the pool is incomplete (a new
+generation partly published, or slices deleted and recreated). Nothing is
+decided in the window: a device's lock or quarantine is kept as it was, and
+its shares keep their keys, because the slices that would say otherwise may
+be the ones still missing (no device of an incomplete pool is allocated
+meanwhile). A claim accounted during the window (a restart, or a claim
+allocated elsewhere) is *pending*: its keys are derived when the pool is
+complete again. Only then are the device's claims re-derived under the
+published extractors and compared with what the device was: same keys stay
+Locked, anything else is Unreconstructable until the device drains.
 """
 
 from __future__ import annotations
@@ -45,15 +56,23 @@ class Reconstructor:
         self.cache = cache
         self.metrics = metrics
         self.recorder = recorder
+        # Devices whose affinity is unknown only because their pool was incomplete when a
+        # claim on them was accounted with no lock known before: Unreconstructable for
+        # now, decided from the claims (not sticky) once the pool is complete.
+        self.pending: set[str] = set()
 
     def rebuild(self) -> None:
         """Restart: drop the cache and account every allocated claim again."""
         cache = self.cache
         cache.reset()
+        self.pending.clear()
         snap = cache.snapshot()
         for claim in cache.view.claims():
             if claim.status.allocation is not None:
                 self.record_claim(claim, snap)
+        # What the pools were at this start: the next slice change is compared with it,
+        # so a pool that completes after a restart is seen to have changed.
+        cache.reconciled_pools = dict(snap.pools)
 
     def sync_claim(self, old: TypedObject | None, new: TypedObject | None) -> None:
         """A claim changed in the cluster: apply the difference to the cache."""
@@ -71,8 +90,11 @@ class Reconstructor:
             self.record_claim(claim, self.cache.snapshot())
 
     def forget_claim(self, key: str) -> None:
+        state = self.cache.state
         for dev, _req, _sid in self.cache.recorded.pop(key, []):
-            self.cache.state.remove(dev, key)
+            state.remove(dev, key)
+            if not state.is_allocated(dev):
+                self.pending.discard(dev)  # drained: clean, nothing left to decide
 
     # ------------------------------------------------------------------ accounting
     def derive_keys(self, claim: ResourceClaim, request: str, info: DeviceInfo,
@@ -105,14 +127,20 @@ class Reconstructor:
         for r in alloc.devices.results:
             did = r.device_id
             info = snap.devices.get(did)
+            multi = info.multi if info is not None else r.share_id is not None
+            consumed = tuple(sorted(r.consumed_capacity.items()))
+            window = _window(did, info, snap) if enabled and multi else None
+            if window is not None:
+                self._record_pending(did, Share(key, r.request, r.share_id, consumed, None,
+                                                tentative=False, gated=True), window)
+                recorded.append((did, r.request, r.share_id))
+                continue
             gated = bool(info is not None and info.gated and enabled)
             keys = None
             why = ""
             if gated and info is not None:
                 keys, why = self.derive_keys(claim, r.request, info, memo)
-            multi = info.multi if info is not None else r.share_id is not None
-            share = Share(key, r.request, r.share_id, tuple(sorted(r.consumed_capacity.items())),
-                          keys, tentative=False, gated=gated)
+            share = Share(key, r.request, r.share_id, consumed, keys, tentative=False, gated=gated)
             before = state.affinity(did)
             state.add(did, share, exclusive=not multi)
             after = state.affinity(did)
@@ -126,10 +154,28 @@ class Reconstructor:
         self.metrics.pending[EVALUATIONS] += memo.evaluations
         cache.recorded[key] = recorded
 
+    def _record_pending(self, did: str, share: Share, window: str) -> None:
+        """Account a share on a device whose pool is incomplete: its keys cannot be known
+        yet. A lock or quarantine the device has is kept (the share is re-derived with the
+        others when the pool completes); a device with none is Unreconstructable for now,
+        and decided from its claims once the pool is complete."""
+        state = self.cache.state
+        before = state.affinity(did)
+        state.add(did, share, exclusive=False)  # folds keys None: Unreconstructable
+        if before.status is AffinityStatus.CLEAN or did in self.pending:
+            self.pending.add(did)
+            state.set_affinity(did, AffinityState(
+                AffinityStatus.UNRECONSTRUCTABLE, None,
+                f"{window}: affinity is decided when the pool is complete"))
+        else:
+            state.set_affinity(did, before)
+
     # ------------------------------------------------------------------ pools
     def reconcile_pools(self) -> None:
         """Re-derive locks of in-use devices whose pool's extractors changed."""
         cache = self.cache
+        # A pending device that drained is clean: nothing is left to decide for it.
+        self.pending.intersection_update(cache.state.devices())
         old = cache.reconciled_pools
         snap = cache.snapshot()
         new = snap.pools
@@ -142,26 +188,40 @@ class Reconstructor:
         claims = {f"{c.namespace}/{c.name}": c for c in cache.view.claims()}
         for did in sorted(cache.state.devices()):
             info = snap.devices.get(did)
-            pid = info.pool_info.id if info is not None else tuple(did.split("/")[:2])
+            pid = info.pool_info.id if info is not None else _pool_of(did)
             if pid not in changed:
+                continue
+            if info is None or _window(did, info, snap) is not None:
+                # Republish in progress (the pool is incomplete), or the device is not
+                # published at all now: nothing is known, so nothing changes. The device
+                # is not allocatable meanwhile; it is re-derived when its pool is
+                # complete and publishes it again.
                 continue
             self._reconcile_device(did, info, claims, classes)
 
-    def _reconcile_device(self, did: str, info: DeviceInfo | None,
+    def _reconcile_device(self, did: str, info: DeviceInfo,
                           claims: Mapping[str, ResourceClaim], classes: Mapping[str, DeviceClass]) -> None:
+        """Re-derive an in-use device of a complete pool whose extractors (or completeness)
+        changed, and compare with what the device was before."""
         state = self.cache.state
         shares = list(state.shares(did))
-        current = state.affinity(did)
-        gated = bool(info is not None and info.gated and self.cache.features.sharing_affinity)
+        # Pending devices are Unreconstructable by construction (nothing allocates on an
+        # incomplete pool); one that is not any more is not pending.
+        pending = did in self.pending and state.affinity(did).status is AffinityStatus.UNRECONSTRUCTABLE
+        # A pending device had no known lock: its claims decide, as at a restart.
+        current = AffinityState() if pending else state.affinity(did)
+        gated = bool(info.gated and self.cache.features.sharing_affinity)
         rebuilt: list[Share] = []
         derived: AffinityState
-        if not gated or info is None:
+        if not gated:
+            # The complete pool declares no sharingAffinity (or the gate is off): the
+            # device is not gated, whatever it was locked to (the KEP's per-pool rollback).
             rebuilt = [Share(s.claim, s.request, s.share_id, s.consumed, None, s.tentative, False)
                        for s in shares]
             derived = AffinityState()
         else:
-            if info.pool_info.incomplete_reason or info.pool_info.affinity_invalid_reason:
-                return  # devices are fail-closed meanwhile; re-derive once the pool is usable
+            if info.pool_info.affinity_invalid_reason:
+                return  # gated devices are fail-closed meanwhile; re-derive once it is valid
             keysets: list[AffinityKeys | None] = []
             why = ""
             for s in shares:
@@ -179,12 +239,24 @@ class Reconstructor:
                 rebuilt.append(Share(s.claim, s.request, s.share_id, s.consumed, k, s.tentative, True))
             derived = _derived_state(current, keysets, why)
         if derived.status is AffinityStatus.UNRECONSTRUCTABLE and \
-                current.status is not AffinityStatus.UNRECONSTRUCTABLE:
+                (pending or current.status is not AffinityStatus.UNRECONSTRUCTABLE):
             self.recorder.warn(f"device {did} marked Unreconstructable: {derived.reason}", device=did)
+        self.pending.discard(did)
         u = state.usage.get(did)
         if u is not None:
             u.shares = rebuilt
         state.set_affinity(did, derived)
+
+
+def _window(did: str, info: DeviceInfo | None, snap: Snapshot) -> str | None:
+    """Why the device's pool is in a republish window (incomplete), or None."""
+    pi = info.pool_info if info is not None else snap.pools.get(_pool_of(did))
+    return pi.incomplete_reason if pi is not None else None
+
+
+def _pool_of(did: str) -> tuple[str, str]:
+    driver, pool = did.split("/")[:2]
+    return driver, pool
 
 
 def _derived_state(current: AffinityState, keysets: list[AffinityKeys | None], why: str) -> AffinityState:

@@ -23,7 +23,7 @@ a node that does not fit only adds reasons (Unschedulable when none fits).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from dra_affinity.api.core import Pod
@@ -40,6 +40,7 @@ from dra_affinity.observe.metrics import (
 from dra_affinity.structured import reasons as R
 from dra_affinity.structured.affinity import AffinityStatus
 from dra_affinity.structured.allocator import Counters
+from dra_affinity.structured.extraction import ExtractionResult
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState, Share
@@ -90,6 +91,9 @@ class Scheduler:
         self.reconstructor = Reconstructor(self.cache, self.metrics, self.recorder)
         # Extraction outcomes by content, for this scheduler's life (a fast path).
         self.extraction_cache = ContentCache() if self.fast_paths.extraction_cache else None
+        # Every extraction outcome by claim identity, for this scheduler's life (a bound on
+        # what a hostile claim costs: its budget once, not once per retry; not a switch).
+        self.outcomes: dict[Hashable, ExtractionResult] = {}
         self.last_filter_seconds = 0.0
         self._started = False
         view.subscribe(self)
@@ -148,7 +152,7 @@ class Scheduler:
                 cycles.append(self._already_bound(pod, key))
                 continue
             try:
-                cyc = prefilter(self.view, self.features, pod, self.extraction_cache)
+                cyc = prefilter(self.view, self.features, pod, self.extraction_cache, self.outcomes)
                 self._filter(cyc, self.state)
                 cycles.append(cyc)
             except Abort as a:
@@ -258,7 +262,7 @@ class Scheduler:
     # ================================================================== diagnostics
     def prefilter(self, pod: Pod) -> CycleState:
         """PreFilter alone (diagnostics and preemption); raises :class:`Abort`."""
-        return prefilter(self.view, self.features, pod, self.extraction_cache)
+        return prefilter(self.view, self.features, pod, self.extraction_cache, self.outcomes)
 
     def fits_on(self, state: AllocatedState, pod_key: str, node: str) -> NodeResult:
         """Filter for one pod on one node against a what-if state (nothing is changed)."""

@@ -93,10 +93,15 @@ def pool_gate(d: DeviceInfo, affinity_enabled: bool) -> PoolGate | None:
 
     Fail closed: an invalid pool is never allocated from; a pool declaring sharing
     affinity is not allocated from by a scheduler with the feature off (it cannot
-    honour the locks); a multi-allocatable device of an incomplete pool is not
-    allocated from (the missing slice may be the metadata slice, so its
+    honour the locks); no device of an incomplete pool is allocated from, whatever
+    its kind (Kubernetes >= 1.35: the missing slices may move devices or counters,
+    and for sharing affinity the missing slice may be the metadata slice, so the
     extractors are unknown); a gated device of a pool whose affinity metadata is
-    invalid is not allocated from."""
+    invalid is not allocated from.
+
+    An incomplete pool is reported as ``AffinityPoolIncomplete`` for a
+    multi-allocatable device with the feature on (the device sharing affinity
+    would gate), as ``PoolIncomplete`` otherwise."""
     pi = d.pool_info
     if pi.invalid_reason:
         return R.POOL_INVALID, lambda: f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}"
@@ -104,8 +109,9 @@ def pool_gate(d: DeviceInfo, affinity_enabled: bool) -> PoolGate | None:
         return R.AFFINITY_FEATURE_DISABLED, lambda: (
             f"device {d.id}: pool {pi.driver}/{pi.name} declares sharingAffinity but "
             f"the {name_of('sharing_affinity')} feature gate is disabled in the scheduler")
-    if d.multi and affinity_enabled and pi.incomplete_reason:
-        return R.AFFINITY_POOL_INCOMPLETE, lambda: f"device {d.id}: {pi.incomplete_reason}"
+    if pi.incomplete_reason:
+        code = R.AFFINITY_POOL_INCOMPLETE if d.multi and affinity_enabled else R.POOL_INCOMPLETE
+        return code, lambda: f"device {d.id}: {pi.incomplete_reason}"
     if d.gated and pi.affinity_invalid_reason:
         return R.AFFINITY_INVALID_POOL, lambda: (
             f"device {d.id}: pool {pi.driver}/{pi.name} is invalid for sharing "

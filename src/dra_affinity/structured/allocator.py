@@ -2,7 +2,8 @@
 
 For a pod's unallocated claims and one node, find devices for every request:
 ``exactly`` requests with ExactCount / All, ``firstAvailable`` subrequests in
-order, class and request CEL selectors, ``matchAttribute`` constraints,
+order, class and request CEL selectors, ``matchAttribute`` and
+``distinctAttribute`` constraints,
 consumable capacity (KEP-5075) and KEP-5981's sharing-affinity gate
 ("Filter Phase and Device Selection"). Devices are tried first-fit in the
 snapshot's order; a request that cannot be satisfied backtracks into earlier
@@ -33,6 +34,7 @@ from dra_affinity.structured.affinity import (
     unknown_message,
 )
 from dra_affinity.structured.capacity import CapacityRequestError, fits, plan_consumption
+from dra_affinity.structured.claims import ClaimRequest, ClaimSpec, RequestSpec
 from dra_affinity.structured.model import (
     Abort,
     DeviceInfo,
@@ -52,44 +54,17 @@ if TYPE_CHECKING:
 SEARCH_STEP_LIMIT = 100_000
 
 
-@dataclass(frozen=True)
-class RequestSpec:
-    """One way to satisfy a request: the request itself or one subrequest."""
-
-    name: str  # "req" or "req/sub" (as written into allocation results)
-    parent: str
-    class_name: str
-    selectors: tuple[str, ...]  # class selectors first, then the request's
-    all_devices: bool  # allocationMode All
-    count: int
-    capacity: Mapping[str, Quantity]
-
-    @property
-    def capacity_key(self) -> tuple[tuple[str, Quantity], ...]:
-        return tuple(sorted(self.capacity.items()))
-
-
-@dataclass(frozen=True)
-class ClaimRequest:
-    name: str
-    alternatives: tuple[RequestSpec, ...]
-
-
-@dataclass(frozen=True)
-class ClaimSpec:
-    """A claim to allocate, reduced to what the allocator needs."""
-
-    key: str  # namespace/name
-    uid: str
-    requests: tuple[ClaimRequest, ...]
-    # (request names, or () for all; qualified attribute name)
-    constraints: tuple[tuple[tuple[str, ...], str], ...] = ()
-
-
 ExtractFn = Callable[[ClaimSpec, RequestSpec, PoolInfo], ExtractionResult]
 SelectorFn = Callable[[str, DeviceInfo, ClaimSpec, RequestSpec], bool]
 OrderFn = Callable[[Sequence[DeviceInfo], ClaimSpec, RequestSpec], Sequence[DeviceInfo]]
 
+# ResourceClaim authoring errors: the pod is unresolvable until the claim changes.
+_CLAIM_ERRORS = {
+    OutcomeKind.SELF_INCONSISTENT: R.AFFINITY_SELF_INCONSISTENT,
+    OutcomeKind.VALUE_TOO_LONG: R.AFFINITY_VALUE_TOO_LONG,
+}
+
+# ResourceSlice authoring errors: scheduling of the pod aborts.
 _SLICE_ERRORS = {
     OutcomeKind.CEL_ERROR: R.AFFINITY_CEL_ERROR,
     OutcomeKind.MISSING_FIELD: R.AFFINITY_CEL_ERROR,
@@ -162,6 +137,9 @@ class NodeAllocator:
         Raises :class:`Abort` for outcomes that end the attempt for the pod
         (slice authoring errors, self-inconsistent claims, selector errors).
         """
+        blocked = self._all_mode_pools(claims)
+        if blocked is not None:
+            return NodeResult(self.node, False, [], [blocked], [blocked.code])
         flat = [(c, r) for c in claims for r in c.requests]
         ok = self._solve(flat, 0)
         if ok:
@@ -170,6 +148,37 @@ class NodeAllocator:
         if self._steps > SEARCH_STEP_LIMIT:
             codes.append(R.SEARCH_LIMIT)
         return NodeResult(self.node, False, [], self._final_reasons, codes)
+
+    def _all_mode_pools(self, claims: Sequence[ClaimSpec]) -> Reason | None:
+        """``allocationMode: All`` cannot know how much "all" is while a pool on the node
+        is incomplete or invalid: the node fails for the pod, whichever pool and class.
+
+        As upstream's allocator, before any search and for every (sub)request in All
+        mode, including alternatives of ``firstAvailable`` that may not be needed, with
+        upstream's message. Upstream marks this a failure on this node
+        (``ErrFailedAllocationOnNode``, kubernetes#141829): the other nodes are still
+        tried and the pod is Unschedulable, not aborted."""
+        modes = [(c, alt) for c in claims for r in c.requests for alt in r.alternatives
+                 if alt.all_devices]
+        if not modes:
+            return None
+        pools: dict[tuple[str, str], PoolInfo] = {}
+        for d in self.devices:
+            pools.setdefault(d.pool_info.id, d.pool_info)
+        for claim, alt in modes:
+            for pid in sorted(pools):
+                pi = pools[pid]
+                if pi.incomplete_reason:
+                    return Reason(R.POOL_INCOMPLETE,
+                                  f"claim {claim.key}, request {alt.name}: asks for all devices, "
+                                  f"but resource pool {pi.driver}/{pi.name} is currently being "
+                                  f"updated ({pi.incomplete_reason})", self.node)
+                if pi.invalid_reason:
+                    return Reason(R.POOL_INVALID,
+                                  f"claim {claim.key}, request {alt.name}: asks for all devices, "
+                                  f"but resource pool {pi.driver}/{pi.name} is currently invalid "
+                                  f"({pi.invalid_reason})", self.node)
+        return None
 
     def check_device(self, d: DeviceInfo, claim: ClaimSpec,
                      alt: RequestSpec) -> tuple[PlannedShare | None, Reason | None]:
@@ -227,6 +236,8 @@ class NodeAllocator:
             if self.order is not None:
                 candidates = list(self.order(candidates, claim, alt))
             if alt.all_devices:
+                if alt.capacity:
+                    candidates = [d for d in candidates if self._all_mode_member(d, alt)]
                 if not candidates:
                     continue
                 if self._pick_all(flat, i, claim, alt, candidates):
@@ -332,14 +343,7 @@ class NodeAllocator:
             if self.state.is_exclusively_allocated(d.id) or d.id in self._p.exclusive:
                 self._reject(d, R.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
                 return None
-            pkey = (d.id, alt.capacity_key)
-            plan = self.plan_cache.get(pkey)
-            if plan is None:
-                try:
-                    plan = plan_consumption(d.capacity, alt.capacity)
-                except CapacityRequestError as e:
-                    plan = str(e)
-                self.plan_cache[pkey] = plan
+            plan = self._plan(d, alt)
             if isinstance(plan, str):
                 err = plan
                 self._reject(d, R.INVALID_CAPACITY_REQUEST, lambda: f"device {d.id}: {err}")
@@ -364,7 +368,7 @@ class NodeAllocator:
                                  lambda: f"device {d.id}: capacity {name} is less than the requested {amount}")  # noqa: B023 (returns right after: the cell holds this value)
                     return None
 
-        # constraints (matchAttribute) against devices already picked
+        # constraints (matchAttribute, distinctAttribute) against devices already picked
         if not self._constraints_ok(d, claim, alt):
             return None
 
@@ -412,6 +416,45 @@ class NodeAllocator:
         return PlannedShare(claim.key, alt.name, d, share_id, consumed, keys,
                             exclusive=not d.multi, reused_lock=reused, preferred=soft)
 
+    def _plan(self, d: DeviceInfo, alt: RequestSpec) -> dict[str, Quantity] | str:
+        """What the request consumes of a multi-allocatable device, or why it cannot."""
+        pkey = (d.id, alt.capacity_key)
+        plan = self.plan_cache.get(pkey)
+        if plan is None:
+            try:
+                plan = plan_consumption(d.capacity, alt.capacity)
+            except CapacityRequestError as e:
+                plan = str(e)
+            self.plan_cache[pkey] = plan
+        return plan
+
+    def _all_mode_member(self, d: DeviceInfo, alt: RequestSpec) -> bool:
+        """Whether a device is part of "all" for a request with capacity requests.
+
+        The API: "the request fails if there are devices that otherwise match the
+        request, and have this capacity, with a value >= the requested amount, but
+        which cannot be allocated". So a device that does not publish a requested
+        capacity, or whose total capacity (after its requestPolicy) can never hold the
+        request, is not part of "all"; one that could hold it on its own stays in, and
+        the request fails if what others already use leaves too little."""
+        if d.multi:
+            plan = self._plan(d, alt)
+            if isinstance(plan, str):
+                err = plan
+                self._reject(d, R.INVALID_CAPACITY_REQUEST,
+                             lambda: f"device {d.id}: {err} (not part of allocationMode All)")
+                return False
+            over = fits(d.capacity, {}, plan)
+        else:
+            over = next((n for n, q in alt.capacity.items()
+                         if n not in d.capacity or d.capacity[n].value.value < q.value), None)
+        if over is None:
+            return True
+        self._reject(d, R.INSUFFICIENT_CAPACITY,
+                     lambda: f"device {d.id}: capacity {over} can never hold request {alt.name} "
+                     "(not part of allocationMode All)")
+        return False
+
     def _check_fatal(self, res: ExtractionResult, d: DeviceInfo, claim: ClaimSpec,
                      alt: RequestSpec) -> None:
         code = _SLICE_ERRORS.get(res.kind)
@@ -423,34 +466,47 @@ class NodeAllocator:
                 f"(sharingAffinity in {', '.join(pi.metadata_slices)}): {res.kind.value}: "
                 f"{res.message} (claim {claim.key}, request {alt.name}, device {d.id})",
                 self.node, d.id))
-        if res.kind is OutcomeKind.SELF_INCONSISTENT:
+        code = _CLAIM_ERRORS.get(res.kind)
+        if code is not None:
             raise Abort(Result.UNRESOLVABLE, Reason(
-                R.AFFINITY_SELF_INCONSISTENT,
-                f"claim {claim.key} request {alt.name}: {res.message}",
-                self.node, d.id))
+                code, f"claim {claim.key} request {alt.name}: {res.message}", self.node, d.id))
+        if res.kind is not OutcomeKind.NO_KEYS:  # an outcome this allocator does not know: fail closed
+            raise Abort(Result.ERROR, Reason(
+                R.AFFINITY_CEL_ERROR,
+                f"unclassified extraction outcome {res.kind.value}: {res.message} "
+                f"(claim {claim.key}, request {alt.name}, device {d.id})", self.node, d.id))
 
     def _constraints_ok(self, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:
-        for reqs, attr in claim.constraints:
-            if reqs and alt.parent not in reqs and alt.name not in reqs:
+        """The claim's constraints hold with ``d`` added for ``alt`` (they are monotonic, as
+        upstream assumes: once one fails, adding devices cannot make it hold again)."""
+        for k in claim.constraints:
+            if k.requests and alt.parent not in k.requests and alt.name not in k.requests:
                 continue
-            mine = _attribute(d, attr)
+            mine = _attribute(d, k.attribute)
+            if mine is None:
+                missing = f"device {d.id} has no attribute {k.attribute} ({k.field} of claim {claim.key})"
+                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: missing)  # noqa: B023 (returns right after: the cell holds this value)
+                return False
             for s in self._p.shares:
                 if s.claim != claim.key:
                     continue
                 parent = s.request.split("/", 1)[0]
-                if reqs and parent not in reqs and s.request not in reqs:
+                if k.requests and parent not in k.requests and s.request not in k.requests:
                     continue
-                other = _attribute(s.device, attr)
-                if mine is None or other is None or mine != other:
-                    text = (f"device {d.id}: attribute {attr} ({mine!r}) does not match "
-                            f"{s.device.id} ({other!r}) for matchAttribute")
-                    self._reject(d, R.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023
-                    return False
-            if mine is None and reqs:
-                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: f"device {d.id} has no attribute {attr}")  # noqa: B023 (returns right after: the cell holds this value)
+                other = _attribute(s.device, k.attribute)
+                if (other == mine) is not k.distinct:
+                    continue
+                if k.distinct:
+                    text = (f"device {d.id}: attribute {k.attribute} ({mine[1]!r}) is also the value "
+                            f"of {s.device.id}, picked for request {s.request} "
+                            f"(distinctAttribute of claim {claim.key})")
+                else:
+                    text = (f"device {d.id}: attribute {k.attribute} ({mine[1]!r}) does not match "
+                            f"{s.device.id} ({other[1] if other else None!r}) "
+                            f"(matchAttribute of claim {claim.key})")
+                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023 (returns right after: the cell holds this value)
                 return False
         return True
-
 
 def _merged(a: Mapping[str, Number], b: Mapping[str, Number] | None) -> Mapping[str, Number]:
     if not b:
@@ -461,14 +517,22 @@ def _merged(a: Mapping[str, Number], b: Mapping[str, Number] | None) -> Mapping[
     return out
 
 
-def _attribute(d: DeviceInfo, qualified: str) -> object:
+def _attribute(d: DeviceInfo, qualified: str) -> tuple[str, object] | None:
+    """The device's attribute as (type, value), so that ``1`` and ``true`` differ as
+    they do upstream; an attribute of the driver's own domain may be written short."""
     attrs = d.device.attributes
     a = attrs.get(qualified)
     if a is None and "/" in qualified:
         domain, name = qualified.split("/", 1)
         if domain == d.driver:
             a = attrs.get(name)
-    return a.value() if a is not None else None
+    if a is None:
+        return None
+    for kind, v in (("int", a.int_), ("bool", a.bool_), ("string", a.string),
+                    ("version", a.version)):
+        if v is not None:
+            return kind, v
+    return None
 
 
 def _clip(s: str, n: int = 80) -> str:

@@ -25,7 +25,7 @@ from dra_affinity.structured.pools import Pool
 
 if TYPE_CHECKING:
     from dra_affinity.cel import Extractor
-    from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+    from dra_affinity.structured.claims import ClaimSpec, RequestSpec
     from dra_affinity.structured.state import AllocatedState
 
 # Claim annotation choosing a sharing strategy (no API field exists for it).

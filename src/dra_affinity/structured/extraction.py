@@ -21,8 +21,15 @@ from typing import Any, Protocol
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.cel import ConfigObject, ExtractionResult, OutcomeKind, extract
 
-__all__ = ["ExtractionCache", "ExtractionMemo", "ExtractionResult", "in_scope", "scoped_configs"]
-from dra_affinity.structured.allocator import ClaimSpec, RequestSpec
+__all__ = [
+    "ExtractionCache",
+    "ExtractionMemo",
+    "ExtractionResult",
+    "identity_key",
+    "in_scope",
+    "scoped_configs",
+]
+from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.model import PoolInfo
 
 
@@ -84,6 +91,10 @@ class ExtractionMemo:
     evaluations: int = 0
     # A cross-cycle cache of extraction outcomes by content (a fast path), or None.
     shared: ExtractionCache | None = None
+    # Every outcome (errors and no-keys included) by claim identity, across attempts:
+    # a claim's spec is immutable, so a hostile claim costs its CEL budget once, not on
+    # every retry. Owned by the scheduler; None for one-off evaluations.
+    remembered: dict[Hashable, ExtractionResult] | None = None
 
     def __call__(self, claim: ClaimSpec, alt: RequestSpec, pool: PoolInfo) -> ExtractionResult:
         key = (claim.key, alt.name, pool.extraction_token)
@@ -110,6 +121,15 @@ class ExtractionMemo:
     def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
                  pool: PoolInfo) -> ExtractionResult:
         device_class = self.classes.get(class_name)
+        # This claim's outcome from an earlier attempt: by identity, before anything that
+        # walks the claim's data (a retry of a hostile claim costs a lookup).
+        remembered = self.remembered
+        rkey: Hashable = None
+        if remembered is not None:
+            rkey = identity_key(pool, claim, request, device_class)
+            hit = remembered.get(rkey)
+            if hit is not None:
+                return hit
         # A cache by content (a fast path) may know the outcome already: pods stamped
         # from one template extract the same keys.
         shared = self.shared
@@ -117,9 +137,35 @@ class ExtractionMemo:
         if ckey is not None:
             hit = shared.get(ckey)  # type: ignore[union-attr]
             if hit is not None:
+                if remembered is not None:
+                    _remember(remembered, rkey, hit)
                 return hit
         res = extract(pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
         self.evaluations += res.evaluations
         if ckey is not None and shared is not None:
             shared.put(ckey, res)
+        if remembered is not None:
+            _remember(remembered, rkey, res)
         return res
+
+
+REMEMBERED_MAX = 16384
+
+
+def _remember(remembered: dict[Hashable, ExtractionResult], key: Hashable,
+              result: ExtractionResult) -> None:
+    if len(remembered) >= REMEMBERED_MAX:
+        remembered.pop(next(iter(remembered)))  # oldest first
+    remembered[key] = result
+
+
+def identity_key(pool: PoolInfo, claim: ResourceClaim, request: str,
+                 device_class: DeviceClass | None) -> Hashable:
+    """What an outcome depends on, by identity: the claim (uid and generation: its spec
+    is immutable), the request, the pool's extractor set, and the class whose configs
+    are in scope (uid and generation: a class's config may change)."""
+    meta = claim.metadata
+    cls = (device_class.metadata.uid, device_class.metadata.generation, device_class.name) \
+        if device_class is not None else None
+    return (meta.uid or f"{claim.namespace}/{claim.name}", meta.generation, request,
+            pool.extraction_token, cls)

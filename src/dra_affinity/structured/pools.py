@@ -2,9 +2,12 @@
 
 A pool is every ResourceSlice with the same ``(driver, pool.name)``. Only the
 newest ``pool.generation`` counts; slices of older generations are leftovers
-of a republish in progress and are ignored. The pool is complete when the
-number of newest-generation slices equals the ``resourceSliceCount`` they all
-agree on.
+of a republish in progress and are ignored entirely (they neither complete the
+pool nor contribute devices or extractors). The pool is complete when the
+number of newest-generation slices, counted over every node (not only the node
+being filtered), equals the ``resourceSliceCount`` they all agree on. Since
+Kubernetes 1.35 no device of an incomplete pool is allocated, whatever its kind
+(see :func:`dra_affinity.structured.affinity.pool_gate`).
 
 The API server validates each slice in isolation, so rules that span slices
 are checked here, without ever raising: a pool with bad data carries a
@@ -112,8 +115,14 @@ def _incomplete_reason(newest: tuple[ResourceSlice, ...]) -> str | None:
     counts = sorted({s.spec.pool.resource_slice_count for s in newest})
     if len(counts) > 1:
         return "slices disagree on resourceSliceCount (" + ", ".join(map(str, counts)) + ")"
-    if len(newest) != counts[0]:
-        return f"{len(newest)} of {counts[0]} slices published"
+    want, have = counts[0], len(newest)
+    if have < want:
+        return f"{have} of {want} slices published"
+    if have > want:
+        # Not "2 of 1": more slices than the count is a republish in progress (or a
+        # driver bug), and the pool is as unusable as one with slices missing.
+        return (f"{have} slices published but resourceSliceCount is {want} "
+                f"({have - want} more than declared)")
     return None
 
 

@@ -1,0 +1,63 @@
+"""Claims as the allocator reads them: requests, their alternatives, constraints.
+
+Built once per scheduling cycle from a ResourceClaim and its DeviceClasses (by the
+scheduler's PreFilter); plain frozen data, so the allocator never reads API objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dra_affinity.api.quantity import Quantity
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One way to satisfy a request: the request itself or one subrequest."""
+
+    name: str  # "req" or "req/sub" (as written into allocation results)
+    parent: str
+    class_name: str
+    selectors: tuple[str, ...]  # class selectors first, then the request's
+    all_devices: bool  # allocationMode All
+    count: int
+    capacity: Mapping[str, Quantity]
+
+    @property
+    def capacity_key(self) -> tuple[tuple[str, Quantity], ...]:
+        return tuple(sorted(self.capacity.items()))
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    name: str
+    alternatives: tuple[RequestSpec, ...]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A claim's device constraint over some of its requests (or all, when empty).
+
+    ``matchAttribute``: every device picked for the covered requests has the
+    attribute, all with the same typed value. ``distinctAttribute`` (KEP-5075): every
+    such device has it, with pairwise different values, so two covered requests never
+    share one multi-allocatable device."""
+
+    requests: tuple[str, ...]
+    attribute: str  # fully qualified
+    distinct: bool = False
+
+    @property
+    def field(self) -> str:
+        return "distinctAttribute" if self.distinct else "matchAttribute"
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """A claim to allocate, reduced to what the allocator needs."""
+
+    key: str  # namespace/name
+    uid: str
+    requests: tuple[ClaimRequest, ...]
+    constraints: tuple[Constraint, ...] = ()

@@ -1,0 +1,76 @@
+"""ext.Sets and ext.Lists (version 3) of the Kubernetes CEL environment: values, errors, costs."""
+
+from __future__ import annotations
+
+import pytest
+from cel_helpers import ev_cost
+
+from dra_affinity.cel import EXTRACTOR_ENV, CELCompileError, CELCostExceeded, CELEvalError
+
+CASES = [
+    # expression, value, runtime cost (cel-go's trackers; literal lists cost 10 + elements)
+    ("sets.contains([1, 2, 3], [2])", True, 10 + 10 + 1 + 3),
+    ("sets.contains([1, 2, 3], [2, 4])", False, 10 + 10 + 1 + 6),
+    ("sets.contains([], [])", True, 10 + 10 + 1),
+    ("sets.contains([1, 2.0], [2u])", True, 10 + 10 + 1 + 2),  # CEL numeric equality
+    ("sets.equivalent([1, 2], [2, 1, 1])", True, 10 + 10 + 1 + 2 * 6),
+    ("sets.equivalent([1, 2], [1])", False, 10 + 10 + 1 + 2 * 2),
+    ("sets.intersects([1], [2])", False, 10 + 10 + 1 + 1),
+    ("sets.intersects([1, 2], [2])", True, 10 + 10 + 1 + 2),
+    ("[1, 2, 3, 4].slice(1, 3)", [2, 3], 10 + 2 + 11),
+    ("[1, 2].slice(2, 2)", [], 10 + 11),
+    ("lists.range(4)", [0, 1, 2, 3], 4 + 11),
+    ("lists.range(0)", [], 11),
+    ("[1, 2, 3].reverse()", [3, 2, 1], 10 + 3 + 11),
+    ("[1, [2, [3]]].flatten()", [1, 2, [3]], 10 + 10 + 10 + 2 + 11),
+    ("[1, [2, [3]]].flatten(2)", [1, 2, 3], 10 + 10 + 10 + 4 + 11),
+    ("[1, [2, [3]]].flatten(0)", [1, [2, [3]]], 10 + 10 + 10 + 11),
+    ("[3, 1, 2, 1].distinct()", [3, 1, 2], 10 + 32 + 11),
+    ("[1, 1.0, 1u].distinct()", [1], 10 + 18 + 11),
+    ("[3, 1, 2].sort()", [1, 2, 3], 10 + 18 + 11),
+    ('["b", "a"].sort()', ["a", "b"], 10 + 8 + 11),  # 2.1 * 4 = 8.4
+    ("[].sort()", [], 10 + 11),
+]
+
+
+@pytest.mark.parametrize(("expr", "value", "cost"), CASES, ids=[c[0] for c in CASES])
+def test_ext_library_values_and_costs(expr: str, value: object, cost: int) -> None:
+    got, actual = ev_cost(expr)
+    assert got == value
+    assert actual == cost
+    assert actual <= EXTRACTOR_ENV.compile(expr).cost_estimate.max
+
+
+ERRORS = [
+    ("[1, 2].slice(2, 1)", "start index must be less than or equal to end index"),
+    ("[1, 2].slice(-1, 1)", "negative indexes not supported"),
+    ("[1, 2].slice(0, 3)", "list is length 2"),
+    ("[1, [2]].flatten(-1)", "level must be non-negative"),
+    ('[1, "a"].sort()', "same type and be comparable"),
+    ("[[1], [2]].sort()", "same type and be comparable"),
+    ("sets.contains(dyn(1), [1])", "no such overload"),
+    ("lists.range(-1)", "size must be non-negative, got -1"),
+]
+
+
+@pytest.mark.parametrize(("expr", "message"), ERRORS, ids=[c[0] for c in ERRORS])
+def test_ext_library_errors(expr: str, message: str) -> None:
+    with pytest.raises(CELEvalError, match=message):
+        ev_cost(expr)
+
+
+def test_range_is_charged_before_it_is_built() -> None:
+    with pytest.raises(CELCostExceeded) as info:
+        ev_cost("lists.range(100000000)", budget=1_000_000)
+    assert info.value.cost == 100_000_000 + 11
+
+
+def test_unknown_namespaced_function_is_a_compile_error() -> None:
+    with pytest.raises(CELCompileError, match="undeclared reference"):
+        EXTRACTOR_ENV.compile("sets.union([1], [2])")
+
+
+def test_data_driven_range_estimate_is_unbounded_but_min_is_not() -> None:
+    est = EXTRACTOR_ENV.compile("lists.range(object.n).size()").cost_estimate
+    assert est.min < 100
+    assert est.max == 2**63 - 1
