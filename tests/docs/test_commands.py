@@ -46,7 +46,7 @@ FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 KNOWN_OPTIONS = {"exit", "env", "stdout", "needs", "slow", "venv"}
 TIMEOUT_S = 300
 #: What the copy of the repository holds (everything documented commands read or run).
-COPIED = ("README.md", "pyproject.toml", ".ci", "docs", "examples", "benchmarks",
+COPIED = ("README.md", "pyproject.toml", ".ci", "docs", "examples", "benchmarks", "deploy",
           "tests", "test", "conformance")
 
 

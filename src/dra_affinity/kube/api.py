@@ -1,0 +1,210 @@
+"""The API server as the adapter uses it: raw JSON requests and watch streams.
+
+Everything goes through the official ``kubernetes`` client's transport
+(authentication, TLS, proxies from the kubeconfig) but not through its typed
+models, which drop fields they do not know (``spec.sharingAffinity`` among
+them). :class:`Api` is the small protocol the rest of the package needs;
+:class:`ClientApi` implements it over ``kubernetes.client.ApiClient``, and the
+unit tests implement it in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "RESOURCES",
+    "Api",
+    "ApiError",
+    "ClientApi",
+    "Resource",
+    "load_api",
+]
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where one kind lives: API path prefix and plural, namespaced or not."""
+
+    kind: str
+    prefix: str  # "/api/v1" or "/apis/resource.k8s.io/v1"
+    plural: str
+    namespaced: bool
+
+    def collection(self, namespace: str | None = None) -> str:
+        if self.namespaced and namespace:
+            return f"{self.prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{self.prefix}/{self.plural}"
+
+    def item(self, name: str, namespace: str | None = None, sub: str = "") -> str:
+        path = f"{self.collection(namespace)}/{name}"
+        return f"{path}/{sub}" if sub else path
+
+
+RESOURCES: dict[str, Resource] = {
+    "Node": Resource("Node", "/api/v1", "nodes", False),
+    "Pod": Resource("Pod", "/api/v1", "pods", True),
+    "Event": Resource("Event", "/api/v1", "events", True),
+    "DeviceClass": Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclasses", False),
+    "ResourceSlice": Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices", False),
+    "ResourceClaim": Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims", True),
+    "ResourceClaimTemplate": Resource("ResourceClaimTemplate", "/apis/resource.k8s.io/v1",
+                                      "resourceclaimtemplates", True),
+    "Lease": Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True),
+}
+
+
+class ApiError(Exception):
+    """A non-2xx answer (or a transport failure, status 0), with the server's message."""
+
+    def __init__(self, status: int, reason: str, message: str = "",
+                 body: Mapping[str, Any] | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = dict(body or {})
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class Api(Protocol):
+    """Raw JSON access to one API server."""
+
+    def request(self, method: str, path: str, *, body: Any = None,
+                query: Mapping[str, str] | None = None,
+                content_type: str = "application/json",
+                timeout: float | None = None) -> Any:
+        """The decoded JSON answer; raises :class:`ApiError` on a non-2xx status."""
+        ...
+
+    def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
+        """Watch events (``{"type": ..., "object": ...}``) until the server ends the stream;
+        raises :class:`ApiError` when the watch cannot start."""
+        ...
+
+
+def _error_from(status: int, reason: str, data: bytes) -> ApiError:
+    body: dict[str, Any] = {}
+    message = ""
+    try:
+        decoded = json.loads(data) if data else {}
+        if isinstance(decoded, dict):
+            body = decoded
+            message = str(decoded.get("message", ""))
+    except (ValueError, UnicodeDecodeError):
+        message = data[:300].decode("utf-8", "replace")
+    return ApiError(status, reason or str(body.get("reason", "")), message, body)
+
+
+class ClientApi:
+    """:class:`Api` over the official client's ``ApiClient`` (its transport only)."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.client = api_client
+
+    def _send(self, method: str, path: str, body: Any, query: Mapping[str, str] | None,
+              content_type: str, timeout: Any) -> Any:
+        import urllib3
+        from kubernetes.client.rest import RESTResponse
+
+        request = self.client.param_serialize(
+            method=method, resource_path=path,
+            query_params=sorted((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=None, auth_settings=["BearerToken"])
+        try:
+            if body is None:
+                return self.client.call_api(*request, _request_timeout=timeout)
+            # Bodies are sent as compact JSON, as Go clients send them: the server keeps
+            # opaque parameters (RawExtension) byte for byte and later compares them so
+            # (a claim update whose parameters are spaced differently is "modified").
+            data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            t = (urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple)
+                 else urllib3.Timeout(total=timeout))
+            r = self.client.rest_client.pool_manager.request(
+                request[0], request[1], body=data, headers=request[2], timeout=t,
+                preload_content=False)
+            return RESTResponse(r)
+        except urllib3.exceptions.HTTPError as e:
+            raise ApiError(0, type(e).__name__, str(e)) from None
+        except OSError as e:
+            raise ApiError(0, type(e).__name__, str(e)) from None
+
+    def request(self, method: str, path: str, *, body: Any = None,
+                query: Mapping[str, str] | None = None,
+                content_type: str = "application/json",
+                timeout: float | None = None) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = self._send(method, path, body, query, content_type, timeout or 30.0)
+            data = resp.read()
+        except ApiException as e:
+            raise ApiError(int(e.status or 0), str(e.reason or ""), str(e.body or "")) from None
+        if not 200 <= int(resp.status) < 300:
+            raise _error_from(int(resp.status), str(resp.reason or ""), data)
+        return json.loads(data) if data else None
+
+    def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            # Connect timeout, then a read timeout past the server's own timeoutSeconds.
+            resp = self._send("GET", path, None, {**query, "watch": "true"}, "application/json",
+                              (10.0, timeout + 30.0))
+        except ApiException as e:
+            raise ApiError(int(e.status or 0), str(e.reason or ""), str(e.body or "")) from None
+        raw = resp.response
+        if not 200 <= int(resp.status) < 300:
+            raise _error_from(int(resp.status), str(resp.reason or ""), raw.read())
+        return _lines(raw)
+
+
+def _lines(raw: Any) -> Iterator[dict[str, Any]]:
+    import urllib3
+
+    buf = b""
+    try:
+        for chunk in raw.stream(amt=None, decode_content=False):
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.strip():
+                    yield json.loads(line)
+        if buf.strip():
+            yield json.loads(buf)
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        raise ApiError(0, type(e).__name__, str(e)) from None
+    finally:
+        raw.release_conn()
+
+
+def load_api(kubeconfig: str | None, context: str | None = None) -> ClientApi:
+    """An :class:`Api` from a kubeconfig file, or the in-cluster service account."""
+    from kubernetes import client, config
+
+    if kubeconfig:
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    else:
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return ClientApi(client.ApiClient(cfg))

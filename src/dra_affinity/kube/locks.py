@@ -1,0 +1,86 @@
+"""``dra-affinity locks --kubeconfig``: every device's lock state, rebuilt from the cluster.
+
+The same code a scheduler runs on start (``Scheduler.start``: AffinityStates
+rebuilt from allocated claims and the pools' extractors) over one list of each
+kind, without a running scheduler and without writing anything. What it
+prints is what a scheduler starting now would enforce.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dra_affinity.features import Features
+from dra_affinity.observe.events import Recorder
+from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.structured.affinity import AffinityStatus
+
+from .api import Api
+from .informer import REPLACE, SYNCED, Change, Reflector
+from .view import WATCHED_KINDS, KubeView
+
+__all__ = ["cluster_locks", "listed_view", "lock_rows"]
+
+
+def listed_view(api: Api) -> KubeView:
+    """A view filled by one (paginated) list of each watched kind."""
+    view = KubeView(api)
+    for kind in WATCHED_KINDS:
+        sink: Any = _Sink()
+        Reflector(api, kind, sink).list_once()
+        for ch in sink.items:
+            view.apply(ch)
+    return view
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.items: list[Change] = []
+
+    def put(self, ch: Change) -> None:
+        if ch.type in (REPLACE, SYNCED):
+            self.items.append(ch)
+
+
+def lock_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
+    """Devices of pools that declare sharing affinity, and every allocated device:
+    status, lock, holders (and why, when Unreconstructable), in slice order."""
+    state = scheduler.state
+    pools = scheduler.snapshot().pools
+    ids: list[str] = []
+    seen: set[str] = set()
+    for s in scheduler.view.slices():
+        pool = pools.get((s.spec.driver, s.spec.pool.name))
+        declares = pool is not None and pool.declares_sharing_affinity
+        for d in s.spec.devices:
+            did = f"{s.spec.driver}/{s.spec.pool.name}/{d.name}"
+            if did not in seen and (declares or state.is_allocated(did)):
+                ids.append(did)
+                seen.add(did)
+    for did in sorted(state.devices()):
+        if did not in seen and state.is_allocated(did):
+            ids.append(did)
+            seen.add(did)
+    rows: list[dict[str, Any]] = []
+    for did in ids:
+        st = state.affinity(did)
+        shares = state.shares(did)
+        row: dict[str, Any] = {
+            "device": did, "status": st.status.label,
+            "lock": st.lock_dict() if st.status is AffinityStatus.LOCKED else {},
+            "claims": sorted({sh.claim for sh in shares}),
+            "holders": [{"claim": sh.claim, "request": sh.request, "tentative": sh.tentative,
+                         "keys": dict(sh.keys) if sh.keys is not None else None} for sh in shares]}
+        if st.status is AffinityStatus.UNRECONSTRUCTABLE and st.reason:
+            row["reason"] = st.reason
+        rows.append(row)
+    return rows
+
+
+def cluster_locks(api: Api, features: Features | None = None) -> tuple[list[dict[str, Any]], Recorder]:
+    """Rebuild the locks from the cluster as a starting scheduler would; nothing is written."""
+    view = listed_view(api)
+    recorder = Recorder()
+    sched = Scheduler(view, features or Features(), recorder=recorder)
+    sched.start()
+    return lock_rows(sched), recorder

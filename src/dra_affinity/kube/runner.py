@@ -1,0 +1,402 @@
+"""``dra-affinity scheduler``: the scheduler core as a secondary scheduler on a cluster.
+
+Threads and who touches what:
+
+* one reflector per watched kind (:mod:`.informer`) puts changes on one queue;
+* the leader elector (:mod:`.leader`) renews the Lease;
+* the HTTP server answers ``/metrics``, ``/healthz``, ``/readyz``;
+* the loop thread (:meth:`SchedulerProcess.loop`) is the only one that touches the
+  view's caches and the scheduler core: it applies changes, and once this replica
+  leads and every informer has synced, rebuilds the locks from allocated claims
+  (``Scheduler.start``) and schedules pods from the queue, one attempt at a time.
+  The metrics endpoint reads the core's state under the same lock.
+
+Nothing here keeps state that the cluster does not: locks are rebuilt from
+allocated claims on every start, so ``kill -9`` at any point loses nothing (a
+claim written but whose pod was never bound is allocated and reserved; it is
+accounted on restart, and the pod's next attempt uses that allocation).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from dra_affinity.api.core import Pod
+from dra_affinity.features import Features
+from dra_affinity.observe.events import Recorder
+from dra_affinity.observe.metrics import SchedulerMetrics
+from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.structured.model import Result
+
+from .api import Api
+from .informer import Change, Reflector
+from .leader import LeaderElector
+from .queue import SchedulingQueue
+from .view import AFFINITY_POOLS_TAINT, WATCHED_KINDS, KubeView
+
+log = logging.getLogger("dra_affinity.kube")
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                   30.0, 60.0)
+
+
+class KubeRecorder(Recorder):
+    """Events go to the API server (from the loop thread, after each attempt); scheduler
+    warnings go to the log. Nothing accumulates in memory in a long-running process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outbox: list[tuple[str, str, str, str]] = []
+
+    def event(self, obj: str, type_: str, reason: str, message: str) -> None:
+        self.outbox.append((obj, type_, reason, message))
+
+    def warn(self, message: str, **kv: str) -> None:
+        log.warning(message, extra={"fields": kv})
+
+
+@dataclass(frozen=True)
+class Options:
+    scheduler_name: str = "dra-affinity"
+    identity: str = "dra-affinity"
+    leader_elect: bool = True
+    lease_namespace: str = "kube-system"
+    lease_name: str = "dra-affinity-scheduler"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    metrics_port: int = 10359
+    metrics_address: str = "0.0.0.0"
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
+    scoring: str = "firstfit"
+    tolerated_taints: tuple[str, ...] = (AFFINITY_POOLS_TAINT,)
+
+
+class SchedulerProcess:
+    """Everything one scheduler replica runs; :meth:`run` until stopped."""
+
+    def __init__(self, api: Api, options: Options, features: Features | None = None) -> None:
+        self.api = api
+        self.options = options
+        self.changes: queue.Queue[Change] = queue.Queue()
+        self.view = KubeView(api, on_problem=self._object_problem,
+                             tolerated_taints=options.tolerated_taints)
+        self.view.pod_listeners.append(self._pod_changed)
+        self.view.claim_created.append(self._claim_created)
+        # Pods waiting for a claim to be created (PreEnqueue): key -> what is missing.
+        self.waiting: dict[str, list[str]] = {}
+        self.metrics = SchedulerMetrics()
+        self.recorder = KubeRecorder()
+        self.scheduler = Scheduler(self.view, features or Features(), metrics=self.metrics,
+                                   recorder=self.recorder, scoring=options.scoring)
+        self.queue = SchedulingQueue(options.initial_backoff, options.max_backoff)
+        self.core_lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.started = threading.Event()  # locks rebuilt, scheduling
+        self.exit_code = 0
+        self.reflectors = [
+            Reflector(api, kind, self.changes,
+                      field_selector=(f"spec.schedulerName={options.scheduler_name}"
+                                      if kind == "Pod" else None))
+            for kind in WATCHED_KINDS]
+        self.elector = (LeaderElector(api, namespace=options.lease_namespace,
+                                      name=options.lease_name, identity=options.identity,
+                                      lease_duration=options.lease_duration,
+                                      renew_deadline=options.renew_deadline,
+                                      retry_period=options.retry_period)
+                        if options.leader_elect else None)
+        r = self.metrics.registry
+        self.attempt_seconds = Histogram(
+            "dra_affinity_scheduling_attempt_duration_seconds",
+            "One scheduling attempt (PreFilter to Bind), by result.", ["result"],
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.e2e_seconds = Histogram(
+            "dra_affinity_pod_scheduling_duration_seconds",
+            "From the pod first seen pending to bound, retries included.",
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.attempts = Counter("dra_affinity_schedule_attempts", "Scheduling attempts by result.",
+                                ["result"], registry=r)
+        self.pending = Gauge("dra_affinity_pending_pods", "Pods waiting in the scheduling queue.",
+                             registry=r)
+        self.leader = Gauge("dra_affinity_leader", "1 while this replica leads and schedules.",
+                            registry=r)
+        self._server: ThreadingHTTPServer | None = None
+        self.outgoing: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._event_thread: threading.Thread | None = None
+
+    # ================================================================== callbacks (loop thread)
+    def _object_problem(self, kind: str, key: str, message: str) -> None:
+        if kind != "ResourceSlice":
+            return
+        self.recorder.event(f"ResourceSlice {key}", "Warning", "SharingAffinityInvalid", message)
+
+    def _claim_created(self, claim: Any) -> None:
+        """A claim appeared: the pods waiting for one in its namespace are tried again."""
+        ns = claim.namespace
+        for key in [k for k in self.waiting if k.startswith(f"{ns}/")]:
+            del self.waiting[key]
+            pod = self.view.pod(key)
+            if pod is not None:
+                self.queue.add(key, pod.spec.priority or 0, updated=True)
+
+    def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
+        if new is None:
+            if old is not None:
+                self.queue.remove(f"{old.namespace}/{old.name}")
+            return
+        key = f"{new.namespace}/{new.name}"
+        if new.spec.node_name or new.metadata.deletion_timestamp or \
+                new.spec.scheduler_name != self.options.scheduler_name or new.spec.scheduling_gates:
+            self.queue.remove(key)
+            return
+        self.queue.add(key, new.spec.priority or 0, updated=old is not None and _relevant(old, new))
+
+    # ================================================================== the loop
+    def _drain(self, wait: float) -> None:
+        try:
+            ch = self.changes.get(timeout=wait) if wait > 0 else self.changes.get_nowait()
+        except queue.Empty:
+            return
+        with self.core_lock:
+            self.view.apply(ch)
+            for _ in range(10_000):  # bounded: a flood of changes still lets pods through
+                try:
+                    ch = self.changes.get_nowait()
+                except queue.Empty:
+                    break
+                self.view.apply(ch)
+        self._flush_events()
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader.is_set()
+
+    def loop(self) -> None:
+        while not self.stopping.is_set():
+            if self.elector is not None and self.elector.lost.is_set():
+                self.exit_code = 1
+                self.stopping.set()
+                break
+            ready = self.started.is_set() and self.queue.next_ready_in() == 0
+            wait = 0.0 if ready else min(self.queue.next_ready_in() or 0.2, 0.2)
+            self._drain(wait)
+            if not self.leading():
+                continue
+            if not self.started.is_set():
+                if not self.view.has_synced():
+                    continue
+                with self.core_lock:
+                    self.scheduler.start()
+                self.started.set()
+                self.leader.set(1)
+                log.info("scheduling started", extra={"fields": {
+                    "nodes": len(self.view.nodes()), "nodesTotal": self.view.node_count(),
+                    "slices": len(self.view.slices()),
+                    "claims": len(self.view.claims()), "pending": len(self.queue)}})
+                self._flush_events()
+                continue
+            key = self.queue.pop()
+            if key is not None:
+                self.schedule_one(key)
+            self.pending.set(len(self.queue))
+
+    def schedule_one(self, key: str) -> None:
+        pod0 = self.view.pod(key)
+        missing = self.view.missing_claims(pod0) if pod0 is not None and not pod0.spec.node_name \
+            else []
+        if missing:
+            # PreEnqueue, as the DynamicResources plugin does: no attempt (and no condition or
+            # event) until the claims exist; their creation or a pod update retries at once.
+            self.waiting[key] = missing
+            self.queue.failed(key)
+            log.debug("waiting for claims", extra={"fields": {"pod": key, "missing": missing}})
+            return
+        self.waiting.pop(key, None)
+        waited = self.queue.waited(key)
+        t0 = time.perf_counter()
+        with self.core_lock:
+            self.view.begin_cycle()
+            attempt = self.scheduler.schedule(key)
+            pod = self.view.pod(key)
+            if attempt.result is not Result.SCHEDULED and pod is not None:
+                self.view.resync_claims(pod)
+        dt = time.perf_counter() - t0
+        result = attempt.result.value
+        self.attempt_seconds.labels(result).observe(dt)
+        self.attempts.labels(result).inc()
+        fields: dict[str, Any] = {"pod": key, "result": result, "seconds": round(dt, 6)}
+        if attempt.result is Result.SCHEDULED:
+            self.queue.done(key)
+            if waited is not None:
+                self.e2e_seconds.observe(waited + dt)
+            fields["node"] = attempt.node
+            fields["devices"] = [a["device"] for a in attempt.allocations]
+            log.info("scheduled", extra={"fields": fields})
+        elif pod is None or pod.spec.node_name:
+            self.queue.remove(key)
+        else:
+            fields["retryIn"] = self.queue.failed(key)
+            fields["reasons"] = [r.code for r in attempt.reasons]
+            fields["message"] = attempt.message
+            log.info("unschedulable", extra={"fields": fields})
+            self.view.set_unschedulable(
+                pod, "SchedulerError" if attempt.result is Result.ERROR else "Unschedulable",
+                attempt.message)
+        self._flush_events()
+
+    def _flush_events(self) -> None:
+        out, self.recorder.outbox = self.recorder.outbox, []
+        for obj, type_, reason, message in out:
+            kind, _, ref = obj.partition(" ")
+            ns, _, name = ref.rpartition("/")
+            involved: dict[str, Any] = {"kind": kind, "name": name}
+            if kind == "Pod":
+                involved["apiVersion"] = "v1"
+                involved["namespace"] = ns or "default"
+                p = self.view.pod(ref)
+                if p is not None and p.metadata.uid:
+                    involved["uid"] = p.metadata.uid
+            elif kind == "ResourceSlice":
+                involved["apiVersion"] = "resource.k8s.io/v1"
+            self.outgoing.put(dict(namespace=ns or "default", involved=involved, type_=type_,
+                                   reason=reason, message=message,
+                                   component=self.options.scheduler_name,
+                                   instance=self.options.identity))
+        if self._event_thread is None:  # no thread (tests driving the loop by hand): send now
+            self._send_events()
+
+    def _send_events(self, block: bool = False) -> None:
+        """Post queued Events (a thread of their own in run(): never on the hot path)."""
+        while True:
+            try:
+                ev = self.outgoing.get(timeout=0.5) if block else self.outgoing.get_nowait()
+            except queue.Empty:
+                if not block or self.stopping.is_set():
+                    return
+                continue
+            self.view.post_event(**ev)
+
+    # ================================================================== HTTP
+    def serve_http(self) -> int:
+        proc = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    with proc.core_lock:
+                        body = proc.metrics.exposition().encode()
+                    self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")
+                elif path in ("/healthz", "/livez"):
+                    alive = proc._loop_thread is not None and proc._loop_thread.is_alive()
+                    self._send(200 if alive else 500, b"ok" if alive else b"loop stopped")
+                elif path == "/readyz":
+                    ok = proc.view.has_synced()
+                    self._send(200 if ok else 503, b"ok" if ok else b"informers not synced")
+                else:
+                    self._send(404, b"not found")
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((self.options.metrics_address, self.options.metrics_port),
+                                           Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="http", daemon=True).start()
+        return int(self._server.server_address[1])
+
+    _loop_thread: threading.Thread | None = None
+
+    # ================================================================== lifecycle
+    def run(self, *, install_signals: bool = True) -> int:
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stopping.set())
+        port = self.serve_http() if self.options.metrics_port >= 0 else None
+        log.info("starting", extra={"fields": {"schedulerName": self.options.scheduler_name,
+                                               "identity": self.options.identity,
+                                               "metricsPort": port}})
+        for r in self.reflectors:
+            r.start()
+        if self.elector is not None:
+            self.elector.start()
+        self._event_thread = threading.Thread(target=self._send_events, args=(True,),
+                                              name="events", daemon=True)
+        self._event_thread.start()
+        self._loop_thread = threading.Thread(target=self.loop, name="scheduling-loop")
+        self._loop_thread.start()
+        while self._loop_thread.is_alive():
+            self._loop_thread.join(0.2)
+        self.shutdown()
+        return self.exit_code
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        if self._event_thread is not None:
+            self._event_thread.join(5)
+            self._event_thread = None
+            self._send_events()  # what is left, best effort
+        if self.elector is not None:
+            self.elector.stop()  # releases the Lease if held
+        for r in self.reflectors:
+            r.stop()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        log.info("stopped", extra={"fields": {"exitCode": self.exit_code}})
+
+
+def _relevant(old: Pod, new: Pod) -> bool:
+    """An update that may change the outcome (not our own PodScheduled condition)."""
+    return (old.spec != new.spec or old.metadata.labels != new.metadata.labels
+            or old.status.get("resourceClaimStatuses") != new.status.get("resourceClaimStatuses"))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and structured fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(), "logger": record.name,
+            "msg": record.getMessage()}
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, Mapping):
+            out.update(fields)
+        for k in ("lease", "identity"):
+            if hasattr(record, k):
+                out[k] = getattr(record, k)
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, separators=(",", ":"))
+
+
+def setup_json_logging(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    fmt = JsonFormatter()
+    fmt.converter = time.gmtime
+    handler.setFormatter(fmt)
+    for name in ("dra_affinity",):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.setLevel(level)
+        lg.propagate = False

@@ -1,0 +1,555 @@
+"""``KubeView``: the scheduler's :class:`ClusterView` over informer caches and API writes.
+
+Reads come from caches filled by :mod:`.informer` changes, which only the loop
+thread applies (:meth:`KubeView.apply`); models are built with
+:func:`.convert.to_model` and the server's JSON is kept beside them, so writes
+start from what the server sent (no field this project does not model is lost).
+
+Writes follow kube-scheduler's DynamicResources plugin:
+
+* PreBind (:meth:`write_claim_status`): the ``resource.kubernetes.io/delete-protection``
+  finalizer first (a plain update), then one status update setting
+  ``status.allocation`` (when this cycle allocates) and appending the pod to
+  ``status.reservedFor``, both with the resourceVersion read as precondition. On a
+  conflict the claim is read again and the write retried, unless it is now
+  allocated differently (elsewhere): that is a :class:`WriteConflict`.
+* Bind (:meth:`bind_pod`): a POST of the pod's ``binding`` subresource. When it
+  fails, the claims this cycle wrote are rolled back (Unreserve): the pod's
+  reservation is removed and an allocation this cycle made is cleared (with its
+  finalizer), so no lock stays behind for a pod that never ran.
+
+An assume cache holds what this process wrote until the watch echoes it (the
+informer's copy reaches that resourceVersion): the next cycle must see its own
+writes, or it would allocate the same capacity twice.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.meta import TypedObject
+from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
+from dra_affinity.scheduler.view import Listener, WriteConflict
+
+from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
+from .convert import ConversionError, object_key, to_model
+from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
+
+log = logging.getLogger("dra_affinity.kube.view")
+
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+WATCHED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
+MAX_WRITE_ATTEMPTS = 5
+MAX_RESERVED_FOR = 256
+# The example taint of nodes whose pools declare sharing affinity (deploy/affinity-pools.yaml).
+AFFINITY_POOLS_TAINT = "dra-affinity.io/affinity-pools"
+
+
+def rv_int(obj: Mapping[str, Any] | None) -> int:
+    """A resourceVersion as a number (etcd revisions), for the assume cache only."""
+    if not obj:
+        return -1
+    rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
+    try:
+        return int(rv)
+    except (TypeError, ValueError):
+        return -1
+
+
+@dataclass
+class _Entry:
+    raw: dict[str, Any]
+    model: TypedObject
+
+
+@dataclass
+class _Written:
+    """A claim PreBind wrote this cycle (what Unreserve has to undo)."""
+
+    key: str
+    pod_uid: str
+    pod_name: str
+    allocated: bool
+
+
+class KubeView:
+    """A :class:`~dra_affinity.scheduler.view.ClusterView` over a real API server."""
+
+    def __init__(self, api: Api, *, on_problem: Callable[[str, str, str], None] | None = None,
+                 tolerated_taints: Iterable[str] = (AFFINITY_POOLS_TAINT,)) -> None:
+        self.api = api
+        # Nodes with any other NoSchedule/NoExecute taint are not offered (see nodes()).
+        self.tolerated_taints = frozenset(tolerated_taints)
+        self._store: dict[str, dict[str, _Entry]] = {k: {} for k in WATCHED_KINDS}
+        # The assume cache: key -> what this process wrote, until the informer catches up.
+        self._assumed: dict[str, dict[str, _Entry]] = {"ResourceClaim": {}, "Pod": {}}
+        self.listeners: list[Listener] = []
+        self.synced: set[str] = set()
+        self._nodes: list[str] | None = None
+        self._slices: list[ResourceSlice] | None = None
+        self._claims: list[ResourceClaim] | None = None
+        self._classes: dict[str, DeviceClass] | None = None
+        self._cycle: list[_Written] = []
+        self._dropped_seen: set[tuple[str, str]] = set()
+        self._problems_seen: dict[str, str] = {}
+        # Called as on_problem(kind, key, message) for objects the scheduler cannot use.
+        self.on_problem = on_problem
+        self.pod_listeners: list[Callable[[Pod | None, Pod | None], None]] = []
+        self.claim_created: list[Callable[[TypedObject], None]] = []
+
+    # ================================================================== informer side
+    def apply(self, change: Change) -> None:
+        """Apply one informer change (loop thread only) and tell listeners."""
+        kind = change.kind
+        if kind not in self._store:
+            return
+        if change.type == SYNCED:
+            self.synced.add(kind)
+            return
+        if change.type == REPLACE:
+            seen: set[str] = set()
+            for raw in change.objects:
+                key = object_key(kind, raw)
+                seen.add(key)
+                self._upsert(kind, key, raw)
+            for key in [k for k in self._store[kind] if k not in seen]:
+                self._remove(kind, key)
+            return
+        if change.object is None:
+            return
+        key = object_key(kind, change.object)
+        if change.type in (ADDED, MODIFIED):
+            self._upsert(kind, key, change.object)
+        elif change.type == DELETED:
+            self._remove(kind, key)
+
+    def has_synced(self, kinds: Iterable[str] = WATCHED_KINDS) -> bool:
+        return all(k in self.synced for k in kinds)
+
+    def _convert(self, kind: str, key: str, raw: dict[str, Any]) -> TypedObject | None:
+        try:
+            conv = to_model(kind, raw)
+        except ConversionError as e:
+            self._problem(kind, key, f"ignored: {e}")
+            return None
+        for path in conv.dropped:
+            if (kind, path) not in self._dropped_seen:
+                self._dropped_seen.add((kind, path))
+                log.debug("%s: field %s is not modelled and was dropped", kind, path)
+        if conv.problem:
+            self._problem(kind, key, conv.problem)
+        else:
+            self._problems_seen.pop(f"{kind}/{key}", None)
+        return conv.model
+
+    def _problem(self, kind: str, key: str, message: str) -> None:
+        """Report a problem once per object and message (not on every resync)."""
+        if self._problems_seen.get(f"{kind}/{key}") == message:
+            return
+        self._problems_seen[f"{kind}/{key}"] = message
+        log.warning("%s %s: %s", kind, key, message)
+        if self.on_problem is not None:
+            self.on_problem(kind, key, message)
+
+    def _upsert(self, kind: str, key: str, raw: dict[str, Any]) -> None:
+        cur = self._store[kind].get(key)
+        if cur is not None and cur.raw is raw:
+            return
+        if cur is not None and rv_int(cur.raw) == rv_int(raw) and rv_int(raw) >= 0 and cur.raw == raw:
+            return  # a resync of an unchanged object
+        before = self._effective(kind, key)
+        model = self._convert(kind, key, raw)
+        if model is None:
+            self._store[kind].pop(key, None)
+        else:
+            self._store[kind][key] = _Entry(raw, model)
+        assumed = self._assumed.get(kind, {}).get(key)
+        if assumed is not None and self._caught_up(kind, raw, assumed):
+            del self._assumed[kind][key]  # the watch caught up with our write
+        self._changed(kind, before, self._effective(kind, key))
+
+    def _remove(self, kind: str, key: str) -> None:
+        before = self._effective(kind, key)
+        self._store[kind].pop(key, None)
+        self._assumed.get(kind, {}).pop(key, None)
+        self._problems_seen.pop(f"{kind}/{key}", None)
+        self._changed(kind, before, None)
+
+    @staticmethod
+    def _caught_up(kind: str, raw: Mapping[str, Any], assumed: _Entry) -> bool:
+        """Claims: the informer holds our write or a later one (resourceVersions are etcd
+        revisions). Pods: the informer shows the binding (any other update of the pod,
+        a late status patch say, must not make a bound pod look pending again)."""
+        if kind == "Pod":
+            return bool((raw.get("spec") or {}).get("nodeName"))
+        return rv_int(raw) >= rv_int(assumed.raw)
+
+    def _effective_entry(self, kind: str, key: str) -> _Entry | None:
+        cur = self._store[kind].get(key)
+        assumed = self._assumed.get(kind, {}).get(key)
+        if assumed is not None and (cur is None or kind == "Pod"
+                                    or rv_int(assumed.raw) > rv_int(cur.raw)):
+            return assumed
+        return cur
+
+    def _effective(self, kind: str, key: str) -> TypedObject | None:
+        e = self._effective_entry(kind, key)
+        return e.model if e is not None else None
+
+    def _changed(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None:
+        if old is new:
+            return
+        if kind == "Node":
+            self._nodes = None
+        elif kind == "ResourceSlice":
+            self._slices = None
+        elif kind == "ResourceClaim":
+            self._claims = None
+        elif kind == "DeviceClass":
+            self._classes = None
+        if kind == "Pod":
+            for fn in self.pod_listeners:
+                fn(old if isinstance(old, Pod) else None, new if isinstance(new, Pod) else None)
+            return
+        if kind == "ResourceClaim" and old is None and new is not None:
+            for created in self.claim_created:
+                created(new)
+        for li in list(self.listeners):
+            li.on_change(kind, old, new)
+
+    # ================================================================== listers
+    def nodes(self) -> Sequence[str]:
+        """Schedulable nodes, by name (a stable order across restarts).
+
+        The core filters by DRA and ``nodeSelector`` only; it does not read pod
+        tolerations. So a cordoned node, or one with a NoSchedule/NoExecute taint
+        this scheduler is not told to tolerate (not-ready, control plane, ...), is
+        never offered: conservative, never wrong."""
+        if self._nodes is None:
+            self._nodes = sorted(k for k, e in self._store["Node"].items()
+                                 if isinstance(e.model, Node) and self._offered(e.model))
+        return self._nodes
+
+    def node_count(self) -> int:
+        """All nodes, offered or not (for logs)."""
+        return len(self._store["Node"])
+
+    def _offered(self, node: Node) -> bool:
+        if node.spec.unschedulable:
+            return False
+        return not any(t.get("effect") in ("NoSchedule", "NoExecute")
+                       and t.get("key") not in self.tolerated_taints for t in node.spec.taints)
+
+    def node_labels(self, name: str) -> Mapping[str, str]:
+        e = self._store["Node"].get(name)
+        labels = dict(e.model.metadata.labels) if e is not None else {}
+        labels.setdefault("kubernetes.io/hostname", name)
+        return labels
+
+    def slices(self) -> Sequence[ResourceSlice]:
+        if self._slices is None:
+            self._slices = [e.model for _, e in sorted(self._store["ResourceSlice"].items())
+                            if isinstance(e.model, ResourceSlice)]
+        return self._slices
+
+    def classes(self) -> Mapping[str, DeviceClass]:
+        if self._classes is None:
+            self._classes = {k: e.model for k, e in sorted(self._store["DeviceClass"].items())
+                             if isinstance(e.model, DeviceClass)}
+        return self._classes
+
+    def claims(self) -> Sequence[ResourceClaim]:
+        if self._claims is None:
+            keys = sorted(set(self._store["ResourceClaim"]) | set(self._assumed["ResourceClaim"]))
+            out = []
+            for k in keys:
+                m = self._effective("ResourceClaim", k)
+                if isinstance(m, ResourceClaim):
+                    out.append(m)
+            self._claims = out
+        return self._claims
+
+    def claim(self, key: str) -> ResourceClaim | None:
+        m = self._effective("ResourceClaim", key)
+        return m if isinstance(m, ResourceClaim) else None
+
+    def pod(self, key: str) -> Pod | None:
+        m = self._effective("Pod", key)
+        return m if isinstance(m, Pod) else None
+
+    def pods(self) -> list[Pod]:
+        keys = sorted(set(self._store["Pod"]) | set(self._assumed["Pod"]))
+        return [p for p in (self.pod(k) for k in keys) if p is not None]
+
+    def raw(self, kind: str, key: str) -> dict[str, Any] | None:
+        e = self._effective_entry(kind, key)
+        return e.raw if e is not None else None
+
+    # ================================================================== notification
+    def subscribe(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    def _assume(self, kind: str, key: str, raw: dict[str, Any]) -> TypedObject | None:
+        """Record our own write so readers see it before the watch does."""
+        before = self._effective(kind, key)
+        model = self._convert(kind, key, raw)
+        if model is None:
+            return None
+        cur = self._store[kind].get(key)
+        if cur is None or kind == "Pod" or rv_int(raw) > rv_int(cur.raw):
+            self._assumed[kind][key] = _Entry(raw, model)
+        self._changed(kind, before, self._effective(kind, key))
+        return model
+
+    def missing_claims(self, pod: Pod) -> list[str]:
+        """The pod's claims not in the cache yet (a template's claim not created yet)."""
+        from dra_affinity.scheduler.cycle import claim_name
+
+        out = []
+        for prc in pod.spec.resource_claims:
+            if prc.resource_claim_template_name and not any(
+                    isinstance(st, dict) and st.get("name") == prc.name
+                    for st in pod.status.get("resourceClaimStatuses") or ()):
+                out.append(f"{pod.namespace}/<{prc.name} from {prc.resource_claim_template_name}>")
+                continue
+            key = f"{pod.namespace}/{claim_name(pod, prc)}"
+            if self.claim(key) is None:
+                out.append(key)
+        return out
+
+    def resync_claims(self, pod: Pod) -> None:
+        """Tell listeners every claim of the pod as the cluster has it now: after a failed
+        attempt, a cache that recorded writes that never happened is set right."""
+        from dra_affinity.scheduler.cycle import claim_name
+
+        for prc in pod.spec.resource_claims:
+            key = f"{pod.namespace}/{claim_name(pod, prc)}"
+            cur = self.claim(key)
+            for li in list(self.listeners):
+                li.on_change("ResourceClaim", cur, cur)
+
+    # ================================================================== PreBind
+    def begin_cycle(self) -> None:
+        """A new attempt: forget the previous one's writes (they were bound or undone)."""
+        self._cycle = []
+
+    def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
+        key = f"{claim.namespace}/{claim.name}"
+        cached = self.claim(key)
+        if cached is None:
+            self._fail_cycle()
+            raise WriteConflict(f"claim {key} was deleted")
+        have = {(r.resource, r.name, r.uid) for r in cached.status.reserved_for}
+        added = [r for r in claim.status.reserved_for if (r.resource, r.name, r.uid) not in have]
+        allocating = claim.status.allocation is not None and cached.status.allocation is None
+        want = claim.status.allocation.to_dict() if claim.status.allocation is not None else None
+        seen = cached.status.allocation.to_dict() if cached.status.allocation is not None else None
+        pod_ref = added[0] if added else None
+        raw = self.raw("ResourceClaim", key)
+        assert raw is not None
+        try:
+            for attempt in range(MAX_WRITE_ATTEMPTS):
+                if attempt:
+                    raw = self._get("ResourceClaim", claim.name, claim.namespace)
+                    if raw is None:
+                        raise WriteConflict(f"claim {key} was deleted")
+                    self._assume("ResourceClaim", key, raw)  # newer than the informer's copy
+                raw = copy.deepcopy(raw)
+                status = dict(raw.get("status") or {})
+                cur_alloc = status.get("allocation")
+                if allocating and cur_alloc is not None and not _same_allocation(cur_alloc, want):
+                    raise WriteConflict(f"claim {key} was allocated elsewhere since Filter")
+                if not allocating and not _same_allocation(cur_alloc, seen):
+                    raise WriteConflict(f"claim {key} was deallocated or reallocated since Filter")
+                if (raw.get("metadata") or {}).get("deletionTimestamp"):
+                    raise WriteConflict(f"claim {key} is being deleted")
+                try:
+                    if want is not None:
+                        raw = self._ensure_finalizer(raw, claim)
+                    reserved = list((raw.get("status") or {}).get("reservedFor") or [])
+                    names = {(r.get("resource"), r.get("name"), r.get("uid")) for r in reserved}
+                    for r in added:
+                        if (r.resource, r.name, r.uid) not in names:
+                            reserved.append(r.to_dict())
+                    if len(reserved) > MAX_RESERVED_FOR:
+                        raise WriteConflict(f"claim {key} is already reserved for "
+                                            f"{len(reserved) - 1} consumers")
+                    patch: dict[str, Any] = {"reservedFor": reserved}
+                    if allocating:
+                        patch["allocation"] = want
+                    stored = self._patch(claim.namespace, claim.name, raw, status=patch)
+                except ApiError as e:
+                    if e.conflict:
+                        continue
+                    if e.not_found:
+                        raise WriteConflict(f"claim {key} was deleted") from None
+                    raise WriteConflict(f"writing claim {key}: {e}") from None
+                model = self._assume("ResourceClaim", key, stored)
+                if pod_ref is not None:
+                    self._cycle.append(_Written(key, pod_ref.uid, pod_ref.name, allocating))
+                if not isinstance(model, ResourceClaim):
+                    raise WriteConflict(f"claim {key} as stored cannot be read back")
+                return model
+            raise WriteConflict(f"claim {key}: still conflicting after {MAX_WRITE_ATTEMPTS} attempts")
+        except WriteConflict:
+            self._fail_cycle()
+            current = self.claim(key)
+            for li in list(self.listeners):
+                li.on_change("ResourceClaim", claim, current)
+            raise
+
+    def _ensure_finalizer(self, raw: dict[str, Any], claim: ResourceClaim) -> dict[str, Any]:
+        finalizers = list((raw.get("metadata") or {}).get("finalizers") or [])
+        if DELETE_PROTECTION in finalizers:
+            return raw
+        return self._patch(claim.namespace, claim.name, raw,
+                           finalizers=[*finalizers, DELETE_PROTECTION])
+
+    def _patch(self, namespace: str, name: str, raw: Mapping[str, Any], *,
+               status: Mapping[str, Any] | None = None,
+               finalizers: list[str] | None = None) -> dict[str, Any]:
+        """A merge patch carrying the resourceVersion read (so it is a compare-and-swap:
+        409 when the claim changed). Patches, not updates: a PUT would send the spec
+        back, and the server compares opaque parameters byte for byte, so a claim whose
+        parameters were written with other JSON spacing would look modified (422)."""
+        meta: dict[str, Any] = {"resourceVersion": (raw.get("metadata") or {}).get("resourceVersion")}
+        body: dict[str, Any] = {"metadata": meta}
+        if finalizers is not None:
+            meta["finalizers"] = finalizers
+        if status is not None:
+            body["status"] = dict(status)
+        res = RESOURCES["ResourceClaim"]
+        stored: dict[str, Any] = self.api.request(
+            "PATCH", res.item(name, namespace, "status" if status is not None else ""),
+            body=body, content_type=MERGE_PATCH)
+        stored.setdefault("kind", "ResourceClaim")
+        return stored
+
+    def _get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        res = RESOURCES[kind]
+        try:
+            got: dict[str, Any] = self.api.request("GET", res.item(name, namespace))
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise WriteConflict(f"reading {kind} {namespace}/{name}: {e}") from None
+        got.setdefault("kind", kind)
+        return got
+
+    # ================================================================== Bind / Unreserve
+    def bind_pod(self, pod: Pod, node: str) -> None:
+        key = f"{pod.namespace}/{pod.name}"
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": pod.name, "namespace": pod.namespace,
+                             **({"uid": pod.metadata.uid} if pod.metadata.uid else {})},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            self.api.request("POST", RESOURCES["Pod"].item(pod.name, pod.namespace, "binding"),
+                             body=body)
+        except ApiError as e:
+            self._fail_cycle()
+            raise WriteConflict(f"binding pod {key}: {e}") from None
+        self._cycle = []
+        raw = copy.deepcopy(self.raw("Pod", key) or pod.to_dict())
+        raw.setdefault("spec", {})["nodeName"] = node
+        self._assume("Pod", key, raw)
+
+    def _fail_cycle(self) -> None:
+        """Unreserve: undo this cycle's claim writes on the server."""
+        written, self._cycle = self._cycle, []
+        for w in reversed(written):
+            try:
+                self._unreserve_claim(w)
+            except (ApiError, WriteConflict) as e:
+                # The pod is not bound; the resourceclaim controller drops a reservation
+                # for a pod that no longer exists, and restart reconstructs locks.
+                log.warning("unreserve of claim %s for pod %s failed: %s", w.key, w.pod_name, e)
+
+    def _unreserve_claim(self, w: _Written) -> None:
+        ns, name = w.key.split("/", 1)
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            raw = self._get("ResourceClaim", name, ns)
+            if raw is None:
+                return
+            reserved = [r for r in (raw.get("status") or {}).get("reservedFor") or []
+                        if not (r.get("resource") == "pods" and r.get("name") == w.pod_name
+                                and (not w.pod_uid or r.get("uid") == w.pod_uid))]
+            deallocate = w.allocated and not reserved
+            patch: dict[str, Any] = {"reservedFor": reserved or None}
+            if deallocate:
+                patch["allocation"] = None
+            try:
+                stored = self._patch(ns, name, raw, status=patch)
+                if deallocate:
+                    fins = list((stored.get("metadata") or {}).get("finalizers") or [])
+                    if DELETE_PROTECTION in fins:
+                        stored = self._patch(ns, name, stored,
+                                             finalizers=[f for f in fins if f != DELETE_PROTECTION])
+            except ApiError as e:
+                if e.conflict:
+                    continue
+                if e.not_found:
+                    return
+                raise
+            stored.setdefault("kind", "ResourceClaim")
+            self._assume("ResourceClaim", w.key, stored)
+            return
+        raise WriteConflict(f"claim {w.key}: still conflicting after {MAX_WRITE_ATTEMPTS} attempts")
+
+    # ================================================================== status and events
+    def set_unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        """The pod's ``PodScheduled=False`` condition with the attempt's diagnostics."""
+        now = _now()
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason,
+                "message": message[:32 * 1024], "lastProbeTime": None, "lastTransitionTime": now}
+        body = {"status": {"conditions": [cond]}}
+        try:
+            self.api.request("PATCH", RESOURCES["Pod"].item(pod.name, pod.namespace, "status"),
+                             body=body, content_type=STRATEGIC_MERGE_PATCH)
+        except ApiError as e:
+            log.info("pod %s/%s: cannot set PodScheduled=False: %s", pod.namespace, pod.name, e)
+
+    def post_event(self, *, namespace: str, involved: Mapping[str, Any], type_: str, reason: str,
+                   message: str, component: str, instance: str) -> None:
+        """A core/v1 Event (best effort: events are diagnostics, never a reason to fail)."""
+        now = _now()
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{involved.get('name', 'object')}.", "namespace": namespace},
+            "involvedObject": dict(involved),
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": component},
+            "reportingComponent": component, "reportingInstance": instance,
+            "firstTimestamp": now[:19] + "Z", "lastTimestamp": now[:19] + "Z", "count": 1,
+        }
+        try:
+            self.api.request("POST", RESOURCES["Event"].collection(namespace), body=body)
+        except ApiError as e:
+            log.info("event %s for %s not recorded: %s", reason, involved.get("name"), e)
+
+
+def _same_allocation(a: Any, b: Any) -> bool:
+    """Two allocations (JSON) are the same when their device results are."""
+    if a is None or b is None:
+        return a is None and b is None
+
+    def results(x: Any) -> list[tuple[Any, ...]]:
+        rs = ((x or {}).get("devices") or {}).get("results") or []
+        return sorted((r.get("request"), r.get("driver"), r.get("pool"), r.get("device"),
+                       r.get("shareID")) for r in rs)
+
+    return results(a) == results(b)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

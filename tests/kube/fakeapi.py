@@ -1,0 +1,224 @@
+"""An in-memory API server for the adapter's unit tests.
+
+It does what the adapter relies on and nothing more: one global resourceVersion
+counter, optimistic concurrency (a PUT with a stale resourceVersion is 409), the
+``status`` subresource (only status is taken from the body) and the main resource
+(status kept), ``binding`` for pods, ``generateName``, merge patches, lists with
+``limit``/``continue``, ``fieldSelector`` on ``spec.schedulerName``, and watches
+replayed from a history (410 Gone below the compaction point). Hooks let a test
+inject a concurrent write or a failure before a given request.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from dra_affinity.kube.api import RESOURCES, ApiError
+
+_BY_PLURAL = {r.plural: r for r in RESOURCES.values()}
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.rv = 0
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in RESOURCES}
+        self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # rv, kind, type, obj
+        self.compacted = 0
+        self.requests: list[tuple[str, str]] = []
+        # (method, path suffix) -> callable run before the request; may raise ApiError.
+        self.before: dict[tuple[str, str], list[Callable[[], None]]] = {}
+        self._names = itertools.count(1)
+        self.lock = threading.RLock()  # reflector threads and the loop share the fake
+
+    # ------------------------------------------------------------------ helpers for tests
+    def create(self, kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        res = RESOURCES[kind]
+        ns = (obj.get("metadata") or {}).get("namespace") if res.namespaced else None
+        out: dict[str, Any] = self.request("POST", res.collection(ns or "default" if res.namespaced
+                                                                 else None), body=dict(obj))
+        return out
+
+    def get(self, kind: str, key: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.objects[kind].get(key))
+
+    def update(self, kind: str, obj: dict[str, Any], *, status: bool = False) -> dict[str, Any]:
+        res = RESOURCES[kind]
+        meta = obj["metadata"]
+        out: dict[str, Any] = self.request(
+            "PUT", res.item(meta["name"], meta.get("namespace"), "status" if status else ""), body=obj)
+        return out
+
+    def delete(self, kind: str, key: str) -> None:
+        old = self.objects[kind].pop(key)
+        self._record(kind, "DELETED", old)
+
+    def on(self, method: str, suffix: str, fn: Callable[[], None]) -> None:
+        self.before.setdefault((method, suffix), []).append(fn)
+
+    def compact(self) -> None:
+        self.compacted = self.rv
+
+    # ------------------------------------------------------------------ the Api protocol
+    def request(self, method: str, path: str, *, body: Any = None,
+                query: Mapping[str, str] | None = None, content_type: str = "application/json",
+                timeout: float | None = None) -> Any:
+        with self.lock:
+            return self._request(method, path, body, query)
+
+    def _request(self, method: str, path: str, body: Any, query: Mapping[str, str] | None) -> Any:
+        self.requests.append((method, path))
+        for (m, suffix), fns in list(self.before.items()):
+            if m == method and path.endswith(suffix) and fns:
+                fns.pop(0)()
+        kind, ns, name, sub = self._parse(path)
+        store = self.objects[kind]
+        if method == "GET" and name is None:
+            return self._list(kind, ns, query or {})
+        if method == "POST" and name is None:
+            return self._create(kind, ns, body)
+        key = f"{ns}/{name}" if ns else str(name)
+        if method == "POST" and sub == "binding":
+            pod = store.get(key)
+            if pod is None:
+                raise ApiError(404, "NotFound", f"pods {name} not found")
+            if pod["spec"].get("nodeName"):
+                raise ApiError(409, "Conflict", f"pod {name} is already assigned")
+            pod = copy.deepcopy(pod)
+            pod["spec"]["nodeName"] = body["target"]["name"]
+            return self._store(kind, key, pod, "MODIFIED")
+        cur = store.get(key)
+        if cur is None:
+            raise ApiError(404, "NotFound", f"{kind} {key} not found")
+        if method == "GET":
+            return copy.deepcopy(cur)
+        if method == "PUT":
+            want = (body.get("metadata") or {}).get("resourceVersion")
+            if want and want != cur["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", "the object has been modified; please apply your "
+                               "changes to the latest version and try again")
+            new = copy.deepcopy(cur)
+            if sub == "status":
+                new["status"] = copy.deepcopy(body.get("status") or {})
+            else:
+                status = new.get("status")
+                new = copy.deepcopy(body)
+                if status is not None:
+                    new["status"] = status
+                else:
+                    new.pop("status", None)
+                new["metadata"]["uid"] = cur["metadata"]["uid"]
+            if kind == "ResourceClaim":
+                new["kind"] = "ResourceClaim"
+            return self._store(kind, key, new, "MODIFIED")
+        if method == "PATCH":
+            want = (body.get("metadata") or {}).get("resourceVersion")
+            if want and want != cur["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", "the object has been modified")
+            new = copy.deepcopy(cur)
+            if sub == "status":
+                _merge(new, {"status": body.get("status") or {}})
+                if "finalizers" in (body.get("metadata") or {}):
+                    raise ApiError(400, "BadRequest", "status patch may not change metadata")
+            else:
+                _merge(new, {k: v for k, v in body.items() if k != "status"})
+            new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            return self._store(kind, key, new, "MODIFIED")
+        raise ApiError(405, "MethodNotAllowed", method)
+
+    def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
+        with self.lock:
+            out = self._watch(path, query)
+        if len(out) == 1:
+            time.sleep(0.01)  # nothing new: a real watch would block; do not spin
+        return iter(out)
+
+    def _watch(self, path: str, query: Mapping[str, str]) -> list[dict[str, Any]]:
+        kind, _ns, _name, _sub = self._parse(path)
+        since = int(query.get("resourceVersion") or 0)
+        if since < self.compacted:
+            raise ApiError(410, "Gone", f"too old resource version: {since} ({self.compacted})")
+        sel = query.get("fieldSelector")
+        events = [(rv, t, o) for rv, k, t, o in self.history if k == kind and rv > since]
+        out = [{"type": t, "object": copy.deepcopy(o)} for _rv, t, o in events
+               if _selected(o, sel)]
+        out.append({"type": "BOOKMARK", "object": {"kind": kind,
+                                                    "metadata": {"resourceVersion": str(self.rv)}}})
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _parse(self, path: str) -> tuple[str, str | None, str | None, str]:
+        parts = [p for p in path.split("/") if p]
+        parts = parts[2:] if parts[0] == "api" else parts[3:]
+        ns = None
+        if parts[0] == "namespaces" and len(parts) >= 3:
+            ns = parts[1]
+            parts = parts[2:]
+        res = _BY_PLURAL[parts[0]]
+        name = parts[1] if len(parts) > 1 else None
+        sub = parts[2] if len(parts) > 2 else ""
+        return res.kind, ns, name, sub
+
+    def _list(self, kind: str, ns: str | None, query: Mapping[str, str]) -> dict[str, Any]:
+        items = [copy.deepcopy(o) for k, o in sorted(self.objects[kind].items())
+                 if (ns is None or k.startswith(f"{ns}/")) and _selected(o, query.get("fieldSelector"))]
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(items)
+        page = items[start:start + limit]
+        meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        for o in page:
+            o.pop("kind", None)  # lists carry kind only on the list
+        return {"kind": f"{kind}List", "metadata": meta, "items": page}
+
+    def _create(self, kind: str, ns: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(dict(body))
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = f"{meta['generateName']}{next(self._names):05d}"
+        if ns:
+            meta["namespace"] = ns
+        key = f"{ns}/{meta['name']}" if ns else meta["name"]
+        if key in self.objects[kind]:
+            raise ApiError(409, "AlreadyExists", f"{kind} {key} already exists")
+        meta["uid"] = f"uid-{kind.lower()}-{meta['name']}"
+        obj["kind"] = kind
+        return self._store(kind, key, obj, "ADDED")
+
+    def _store(self, kind: str, key: str, obj: dict[str, Any], typ: str) -> dict[str, Any]:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        obj["metadata"].setdefault("managedFields", [{"manager": "fake", "operation": "Update"}])
+        self.objects[kind][key] = obj
+        self._record(kind, typ, obj)
+        return copy.deepcopy(obj)
+
+    def _record(self, kind: str, typ: str, obj: dict[str, Any]) -> None:
+        if typ == "DELETED":
+            self.rv += 1
+        self.history.append((self.rv, kind, typ, copy.deepcopy(obj)))
+
+
+def _selected(obj: Mapping[str, Any], selector: str | None) -> bool:
+    if not selector:
+        return True
+    for term in selector.split(","):
+        field, _, value = term.partition("=")
+        if field == "spec.schedulerName" and (obj.get("spec") or {}).get("schedulerName") != value:
+            return False
+    return True
+
+
+def _merge(dst: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    for k, v in patch.items():
+        if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v)
+        elif v is None:
+            dst.pop(k, None)
+        else:
+            dst[k] = copy.deepcopy(v)

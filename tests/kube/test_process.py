@@ -1,0 +1,348 @@
+"""The scheduler process end to end against the in-memory API server (no threads)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from dra_affinity.kube.api import ApiError
+from dra_affinity.kube.locks import cluster_locks
+from dra_affinity.kube.runner import JsonFormatter, Options, SchedulerProcess
+from dra_affinity.kube.view import DELETE_PROTECTION
+
+from .fakeapi import FakeApi
+from .world import build, claim, pod, sync
+
+
+def _process(api: FakeApi) -> SchedulerProcess:
+    proc = SchedulerProcess(api, Options(leader_elect=False, metrics_port=-1,
+                                         initial_backoff=0.0, max_backoff=0.0))
+    sync(api, proc.view)
+    proc.scheduler.start()
+    proc.started.set()
+    return proc
+
+
+def _run(proc: SchedulerProcess, api: FakeApi, rounds: int = 20) -> None:
+    """Schedule until the queue has nothing ready, re-syncing the view in between."""
+    for _ in range(rounds):
+        sync(api, proc.view)
+        key = proc.queue.pop()
+        if key is None:
+            return
+        proc.schedule_one(key)
+
+
+def _devices(api: FakeApi, key: str) -> list[str]:
+    c = api.get("ResourceClaim", key)
+    assert c is not None
+    alloc = (c.get("status") or {}).get("allocation")
+    if not alloc:
+        return []
+    return [f"{r['driver']}/{r['pool']}/{r['device']}" for r in alloc["devices"]["results"]]
+
+
+def _node(api: FakeApi, key: str) -> str | None:
+    p = api.get("Pod", key)
+    assert p is not None
+    return p["spec"].get("nodeName")
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    a = FakeApi()
+    build(a)
+    return a
+
+
+def test_matching_keys_share_a_device_and_conflicting_keys_do_not(api: FakeApi) -> None:
+    for name, subnet in [("a", "x"), ("b", "x"), ("c", "y")]:
+        api.create("ResourceClaim", claim(f"{name}-nic", subnet))
+        api.create("Pod", pod(name, f"{name}-nic"))
+    proc = _process(api)
+    _run(proc, api)
+    assert _devices(api, "default/a-nic") == _devices(api, "default/b-nic")
+    assert _devices(api, "default/a-nic") != _devices(api, "default/c-nic")
+    for name in "abc":
+        assert _node(api, f"default/{name}") is not None
+        c = api.get("ResourceClaim", f"default/{name}-nic")
+        assert c is not None
+        assert DELETE_PROTECTION in c["metadata"]["finalizers"]
+        assert [r["name"] for r in c["status"]["reservedFor"]] == [name]
+        assert c["status"]["reservedFor"][0]["uid"] == f"uid-pod-{name}"
+    # claims are only ever patched: a PUT would send the spec back, which the server
+    # compares byte for byte (opaque parameters) and refuses as modified
+    assert not [p for m, p in api.requests if m == "PUT" and "/resourceclaims/" in p]
+    rows, _ = cluster_locks(api)
+    locks = {r["device"]: r["lock"] for r in rows if r["status"] == "Locked"}
+    assert locks[_devices(api, "default/a-nic")[0]] == {"subnet": "x"}
+    assert locks[_devices(api, "default/c-nic")[0]] == {"subnet": "y"}
+
+
+def test_next_cycle_sees_its_own_write_before_the_watch(api: FakeApi) -> None:
+    """No re-sync between the two attempts: only the assume cache knows of the first."""
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("ResourceClaim", claim("b-nic", "y"))
+    api.create("Pod", pod("a", "a-nic"))
+    api.create("Pod", pod("b", "b-nic"))
+    proc = _process(api)
+    proc.schedule_one(proc.queue.pop() or "")
+    proc.schedule_one(proc.queue.pop() or "")
+    a, b = _devices(api, "default/a-nic"), _devices(api, "default/b-nic")
+    assert a and b and a != b  # a Clean device would have been chosen twice otherwise
+
+
+def test_no_fit_sets_condition_and_event_and_backs_off(api: FakeApi) -> None:
+    # two nodes x two NICs: four subnets fill every NIC; a fifth cannot fit
+    for i, subnet in enumerate("pqrst"):
+        api.create("ResourceClaim", claim(f"p{i}-nic", subnet))
+        api.create("Pod", pod(f"p{i}", f"p{i}-nic"))
+    proc = _process(api)
+    _run(proc, api)
+    bound = [i for i in range(5) if _node(api, f"default/p{i}")]
+    assert len(bound) == 4
+    stuck = next(i for i in range(5) if i not in bound)
+    p = api.get("Pod", f"default/p{stuck}")
+    assert p is not None
+    cond = p["status"]["conditions"][0]
+    assert cond["type"] == "PodScheduled" and cond["status"] == "False"
+    assert cond["reason"] == "Unschedulable"
+    assert "AffinityLockMismatch" in cond["message"]
+    events = [o for o in api.objects["Event"].values() if o["reason"] == "FailedScheduling"]
+    assert events and events[0]["involvedObject"]["name"] == f"p{stuck}"
+    assert events[0]["involvedObject"]["uid"] == f"uid-pod-p{stuck}"
+    assert proc.queue.failures(f"default/p{stuck}") >= 1
+    assert _devices(api, f"default/p{stuck}-nic") == []
+
+
+def test_bind_failure_rolls_back_claim_and_leaves_no_ghost_lock(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+
+    def fail() -> None:
+        raise ApiError(500, "InternalError", "etcd timeout")
+
+    api.on("POST", "/pods/a/binding", fail)
+    _run(proc, api, rounds=1)
+    c = api.get("ResourceClaim", "default/a-nic")
+    assert c is not None
+    assert "allocation" not in c.get("status", {})
+    assert not c["status"].get("reservedFor")
+    assert DELETE_PROTECTION not in (c["metadata"].get("finalizers") or [])
+    assert _node(api, "default/a") is None
+    # the scheduler's own cache has no lock left (before and after the watch echoes)
+    assert not any(st.status.label == "Locked" for st in proc.scheduler.state.affinity_states.values())
+    sync(api, proc.view)
+    assert not any(st.status.label == "Locked" for st in proc.scheduler.state.affinity_states.values())
+    # and a different subnet can now take the first device
+    api.delete("Pod", "default/a")
+    api.create("ResourceClaim", claim("b-nic", "y"))
+    api.create("Pod", pod("b", "b-nic"))
+    _run(proc, api)
+    assert _devices(api, "default/b-nic") == ["networking.example.com/node-1/eth1"]
+
+
+def test_failed_bind_is_retried_and_then_succeeds(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+
+    def fail() -> None:
+        raise ApiError(500, "InternalError", "etcd timeout")
+
+    api.on("POST", "/pods/a/binding", fail)
+    _run(proc, api)
+    assert _node(api, "default/a") == "node-1"
+    assert _devices(api, "default/a-nic") == ["networking.example.com/node-1/eth1"]
+    assert proc.queue.failures("default/a") == 0 and "default/a" not in proc.queue
+
+
+def test_claim_conflict_is_retried_after_reading_again(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+
+    def touch() -> None:  # someone else updates the claim (a label) just before our write
+        c = api.get("ResourceClaim", "default/a-nic")
+        assert c is not None
+        c["metadata"].setdefault("labels", {})["touched"] = "yes"
+        api.update("ResourceClaim", c)
+
+    api.on("PATCH", "/resourceclaims/a-nic/status", touch)
+    _run(proc, api, rounds=1)
+    assert _node(api, "default/a") == "node-1"
+    c = api.get("ResourceClaim", "default/a-nic")
+    assert c is not None and c["metadata"]["labels"] == {"touched": "yes"}
+    assert c["status"]["allocation"]["devices"]["results"][0]["device"] == "eth1"
+    puts = [p for m, p in api.requests if m == "PATCH" and p.endswith("a-nic/status")]
+    assert len(puts) == 2
+
+
+def test_claim_allocated_elsewhere_is_a_conflict_without_writes(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    other = {"devices": {"results": [{"request": "nic", "driver": "networking.example.com",
+                                      "pool": "node-2", "device": "eth2", "shareID": "s1",
+                                      "consumedCapacity": {"networking.example.com/slots": "1"}}]},
+             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                 {"key": "metadata.name", "operator": "In", "values": ["node-2"]}]}]}}
+
+    def allocate_elsewhere() -> None:
+        c = api.get("ResourceClaim", "default/a-nic")
+        assert c is not None
+        c["status"] = {"allocation": other}
+        api.update("ResourceClaim", c, status=True)
+
+    api.on("PATCH", "/resourceclaims/a-nic/status", allocate_elsewhere)
+    proc.schedule_one(proc.queue.pop() or "")
+    c = api.get("ResourceClaim", "default/a-nic")
+    assert c is not None and c["status"]["allocation"] == other  # untouched by us
+    assert _node(api, "default/a") is None
+    # the cache follows the cluster: node-2/eth2 holds the claim, node-1/eth1 nothing
+    assert proc.scheduler.state.shares("networking.example.com/node-2/eth2")
+    assert not proc.scheduler.state.shares("networking.example.com/node-1/eth1")
+
+
+def test_restart_rebuilds_the_same_locks(api: FakeApi) -> None:
+    for name, subnet in [("a", "x"), ("b", "y"), ("c", "x")]:
+        api.create("ResourceClaim", claim(f"{name}-nic", subnet))
+        api.create("Pod", pod(name, f"{name}-nic"))
+    proc = _process(api)
+    _run(proc, api)
+    before, _ = cluster_locks(api)
+    again = _process(api)  # a new process: nothing but the cluster
+    after, _ = cluster_locks(api)
+    assert before == after
+    assert {r["device"]: r["lock"] for r in before if r["lock"]} == {
+        "networking.example.com/node-1/eth1": {"subnet": "x"},
+        "networking.example.com/node-1/eth2": {"subnet": "y"}}
+    assert again.scheduler.state.affinity_states.keys() == proc.scheduler.state.affinity_states.keys()
+
+
+def test_deleted_pod_leaves_the_queue(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    assert "default/a" in proc.queue
+    api.delete("Pod", "default/a")
+    sync(api, proc.view)
+    assert "default/a" not in proc.queue
+
+
+def test_other_schedulers_pods_are_not_taken(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic", scheduler="default-scheduler"))
+    proc = _process(api)
+    assert len(proc.queue) == 0
+
+
+def test_metrics_exposition_has_kep_metrics_and_latency(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    _run(proc, api)
+    text = proc.metrics.exposition()
+    assert "sharing_affinity_locked_devices 1.0" in text
+    assert 'dra_affinity_scheduling_attempt_duration_seconds_count{result="Scheduled"} 1.0' in text
+    assert "dra_affinity_pod_scheduling_duration_seconds_count 1.0" in text
+
+
+def test_json_log_lines() -> None:
+    rec = logging.LogRecord("dra_affinity.kube", logging.INFO, __file__, 1, "scheduled", None, None)
+    rec.fields = {"pod": "default/a", "node": "node-1"}
+    import json
+
+    out: dict[str, Any] = json.loads(JsonFormatter().format(rec))
+    assert out["msg"] == "scheduled" and out["pod"] == "default/a" and out["level"] == "info"
+
+
+def test_threads_end_to_end_with_leader_election_and_clean_stop(api: FakeApi) -> None:
+    """run(): reflectors, Lease, loop and HTTP in their threads; SIGTERM's path (stopping)."""
+    import threading
+    import time
+    import urllib.request
+
+    for name, subnet in [("a", "x"), ("b", "x"), ("c", "y")]:
+        api.create("ResourceClaim", claim(f"{name}-nic", subnet))
+        api.create("Pod", pod(name, f"{name}-nic"))
+    proc = SchedulerProcess(api, Options(identity="r1", metrics_port=0, metrics_address="127.0.0.1",
+                                         lease_duration=3, renew_deadline=2, retry_period=0.5))
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(proc.run(install_signals=False)))
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with api.lock:
+                if all(_node(api, f"default/{n}") for n in "abc"):
+                    break
+            time.sleep(0.05)
+        with api.lock:
+            assert all(_node(api, f"default/{n}") for n in "abc")
+        assert proc._server is not None
+        port = proc._server.server_address[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            assert r.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        assert "sharing_affinity_locked_devices 2.0" in text
+        assert "dra_affinity_leader 1.0" in text
+    finally:
+        proc.stopping.set()
+        t.join(30)
+    assert codes == [0]
+    lease = api.get("Lease", "kube-system/dra-affinity-scheduler")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # released
+
+
+def test_tainted_and_cordoned_nodes_are_not_offered(api: FakeApi) -> None:
+    n1 = api.get("Node", "node-1")
+    assert n1 is not None
+    n1["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    api.update("Node", n1)
+    n2 = api.get("Node", "node-2")
+    assert n2 is not None
+    n2["spec"]["taints"] = [{"key": "dra-affinity.io/affinity-pools", "value": "true",
+                             "effect": "NoSchedule"}]
+    api.update("Node", n2)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    assert list(proc.view.nodes()) == ["node-2"]
+    _run(proc, api)
+    assert _node(api, "default/a") == "node-2"
+    n2 = api.get("Node", "node-2")
+    assert n2 is not None
+    n2["spec"]["unschedulable"] = True
+    api.update("Node", n2)
+    sync(api, proc.view)
+    assert list(proc.view.nodes()) == []
+
+
+def test_pod_waits_for_its_template_claim_without_an_attempt(api: FakeApi) -> None:
+    """PreEnqueue: no attempt, condition or event while the template's claim is missing;
+    the claim's creation (with the pod's status naming it) lets the pod through."""
+    p = pod("t", "unused")
+    p["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimTemplateName": "subnet-x"}]
+    api.create("Pod", p)
+    proc = _process(api)
+    _run(proc, api, rounds=1)
+    assert "default/t" in proc.waiting
+    assert not api.objects["Event"]
+    stored = api.get("Pod", "default/t")
+    assert stored is not None and "conditions" not in stored["status"]
+    # the resourceclaim controller's work, by hand: the claim, then the pod's status
+    c = claim("t-nic-abcde", "x")
+    c["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "t",
+                                         "uid": "uid-pod-t", "controller": True}]
+    api.create("ResourceClaim", c)
+    stored["status"]["resourceClaimStatuses"] = [{"name": "nic", "resourceClaimName": "t-nic-abcde"}]
+    api.update("Pod", stored, status=True)
+    sync(api, proc.view)
+    assert "default/t" not in proc.waiting
+    _run(proc, api)
+    assert _node(api, "default/t") == "node-1"
