@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -36,7 +37,7 @@ def render(out: dict[str, Any], console: Console) -> None:
     for e in out["steps"]:
         for x in e.get("expectations", []):
             if not x["ok"]:
-                console.print(f"[red]step {e['index']}: expectation failed: {x['message']}[/red]")
+                console.print(f"[red]step {e['index']}: expectation failed: {escape(x['message'])}[/red]")
 
     dev = Table(title="devices", title_justify="left")
     for col in ("device", "status", "lock", "claims"):

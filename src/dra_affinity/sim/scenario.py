@@ -23,6 +23,7 @@ from dra_affinity.api.io import (
     ManifestError,
     parse_object,
     read_documents,
+    read_text,
     validation_errors,
 )
 from dra_affinity.api.meta import K8sModel, ObjectMeta, TypedObject
@@ -257,11 +258,5 @@ def _kinds() -> list[str]:
 
 
 def load_scenario(path: str) -> Scenario:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise ManifestError(path, [FieldError("", f"cannot read: {e.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise ManifestError(path, [FieldError("", "not UTF-8 text")]) from None
-    return load_scenario_text(text, path)
+    """A scenario file, read with the same bounds and errors as every manifest."""
+    return load_scenario_text(read_text(path), path)
