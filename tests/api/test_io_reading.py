@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_affinity.api import io
+from dra_affinity.api import _yaml, io
 from dra_affinity.api.io import ManifestError, read_documents, read_paths, read_text
 
 
@@ -295,4 +295,4 @@ def test_go_float32_key_text() -> None:
     cases = {0.1: "0.1", 1.5: "1.5", 1e6: "1e+06", 123456.0: "123456", 1e-5: "1e-05",
              0.0001: "0.0001", -0.0: "-0", 3.4e39: ".inf", 16777217.0: "1.6777216e+07"}
     for f, text in cases.items():
-        assert io._go_float32(f) == text, f
+        assert _yaml._go_float32(f) == text, f
