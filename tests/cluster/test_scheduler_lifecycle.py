@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dra_affinity.kube.api import ApiError
 from kube.live import (
     EXTRACTORS,
     Live,
@@ -113,12 +114,29 @@ def test_bind_failure_leaves_no_ghost_lock(control_plane: Any, live: Live, ns: s
                               "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                  "operations": ["CREATE"],
                                                  "resources": ["pods/binding"]}]},
-                          "validations": [{"expression": "object.metadata.name != 'doomed'",
+                          "validations": [{"expression": "!object.metadata.name.startsWith('doomed')",
                                            "message": "binding of doomed is refused"}]}})
     live.create({"apiVersion": "admissionregistration.k8s.io/v1",
                  "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": policy},
                  "spec": {"policyName": policy, "validationActions": ["Deny"]}})
-    # The policy takes effect once the API server has loaded it: probe with a throwaway pod.
+    # The policy takes effect once the API server has loaded it: probe with throwaway pods
+    # (never scheduled) until binding one of them is refused.
+    probes = iter(range(1000))
+
+    def refused() -> bool:
+        probe = f"doomed-probe-{next(probes)}"
+        live.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": probe, "namespace": ns},
+                     "spec": {"schedulerName": "nobody",
+                              "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+        try:
+            live.api.request("POST", f"/api/v1/namespaces/{ns}/pods/{probe}/binding", body={
+                "apiVersion": "v1", "kind": "Binding", "metadata": {"name": probe, "namespace": ns},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": w.nodes[0]}})
+        except ApiError as e:
+            return "binding of doomed is refused" in str(e)
+        return False
+
+    wait_until(refused, 60, "the binding policy in force")
     w.claim("doomed-nic", "x")
     schedulers()
     w.pod("doomed", claim="doomed-nic", scheduler=name)
