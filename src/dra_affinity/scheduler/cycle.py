@@ -57,6 +57,20 @@ class CycleState:
     node_reasons: list[Reason] = field(default_factory=list)
     # free-index categories this cycle may use (None: any, extraction gave no keys)
     free_allowed: tuple[int, ...] | None = None
+    # The one claim and (sub)request when the pod needs exactly one device: one
+    # unallocated claim, one request with one way to satisfy it, count 1, not All, no
+    # constraints. Then a node fits exactly when one of its devices does.
+    single: tuple[ClaimSpec, RequestSpec] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.to_allocate) != 1 or self.allocated:
+            return
+        c = self.to_allocate[0]
+        if len(c.requests) != 1 or c.constraints:
+            return
+        alts = c.requests[0].alternatives
+        if len(alts) == 1 and not alts[0].all_devices and alts[0].count == 1:
+            self.single = (c, alts[0])
 
 
 def claim_name(pod: Pod, prc: PodResourceClaim) -> str:

@@ -62,7 +62,10 @@ from .reserve import (
 )
 from .view import ClusterView, WriteConflict
 
-__all__ = ["Attempt", "Scheduler"]
+__all__ = ["RECENT_EVENTS", "Attempt", "Scheduler"]
+
+# Events and warnings kept by a scheduler's own recorder (one not passed in).
+RECENT_EVENTS = 1024
 
 
 class Scheduler:
@@ -83,7 +86,9 @@ class Scheduler:
         self.view = view
         self.features = features or Features()
         self.metrics = metrics or SchedulerMetrics()
-        self.recorder = recorder or Recorder()
+        # Without a recorder of the caller's, keep only recent events: a scheduler that
+        # runs for long must not grow with every pod it ever scheduled.
+        self.recorder = recorder if recorder is not None else Recorder(limit=RECENT_EVENTS)
         self.scoring = scoring
         self.fast_paths = fast_paths or FastPaths()
         self.cache = SchedulerCache(view, self.features)
@@ -109,6 +114,8 @@ class Scheduler:
     def start(self) -> None:
         """Rebuild AffinityStates from bound claims and slices before the first cycle."""
         self.reconstructor.rebuild()
+        # Build the snapshot and the fast paths' indexes now, not in the first cycle.
+        self.indexed.warm()
         self._started = True
         self._refresh_gauges()
 

@@ -16,7 +16,6 @@ passed in, and it only reads :class:`AllocatedState`.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -74,9 +73,71 @@ _SLICE_ERRORS = {
 
 
 def share_id_for(claim_uid: str, request: str, device: str, n: int) -> str:
-    """Deterministic share ID (a UUID, like Kubernetes' ShareID) for reproducible runs."""
-    digest = hashlib.sha256(f"{claim_uid}\x00{request}\x00{device}\x00{n}".encode()).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=4))
+    """Deterministic share ID (a UUID, like Kubernetes' ShareID) for reproducible runs:
+    the first 16 bytes of a SHA-256 of the placement, stamped as a version-4 RFC 4122
+    UUID. Written out rather than through :class:`uuid.UUID`, whose constructor cost
+    several times the hash: the text is the same (tested against it)."""
+    b = bytearray(hashlib.sha256(f"{claim_uid}\x00{request}\x00{device}\x00{n}".encode()).digest()[:16])
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedState, claim: ClaimSpec,
+                  alt: RequestSpec, *, affinity_enabled: bool, extract: ExtractFn,
+                  selector_matches: SelectorFn,
+                  plan_cache: dict[tuple[str, tuple[tuple[str, Quantity], ...]],
+                                   dict[str, Quantity] | str]) -> NodeResult | None:
+    """:meth:`NodeAllocator.allocate` for the common case, or None when it cannot tell.
+
+    The case: one claim with one request of one device (``count: 1``, not All, no
+    constraints), devices in first-fit order, no experiment. When the first device
+    that passes the selectors is a multi-allocatable device with room that is clean or
+    locked to the request's keys, that is the allocator's choice and this returns
+    exactly the result :meth:`NodeAllocator.allocate` would (same share, same share
+    ID). Anything else (an exclusive device, no room, another lock, an extraction that
+    is not OK, no candidate) returns None and the caller runs the allocator, which
+    then also renders reasons and counts conflicts. Selectors are checked on every
+    device first, as the allocator does, so a selector error aborts alike."""
+    candidates = [d for d in devices
+                  if all(selector_matches(expr, d, claim, alt) for expr in alt.selectors)]
+    if not candidates:
+        return None
+    d = candidates[0]
+    if not d.multi or pool_gate(d, affinity_enabled) is not None:
+        return None
+    did = d.id
+    usage = state.usage.get(did)
+    if usage is not None and usage.exclusive and usage.shares:
+        return None
+    pkey = (did, alt.capacity_key)
+    plan = plan_cache.get(pkey)
+    if plan is None or isinstance(plan, str):
+        return None  # unplanned or invalid: the allocator plans it and says why
+    used = usage.consumed if usage is not None else {}
+    for name, amount in plan.items():
+        if used.get(name, 0) + amount.num > d.capacity[name].value.num:
+            return None
+    keys: AffinityKeys | None = None
+    reused = False
+    if d.gated and affinity_enabled:
+        st = state.affinity_states.get(did, CLEAN)
+        status = st.status
+        if status is AffinityStatus.UNRECONSTRUCTABLE:
+            return None
+        res = extract(claim, alt, d.pool_info)
+        if res.kind is not OutcomeKind.OK or res.keys is None:
+            return None
+        keys = res.keys
+        verdict = check_lock(st, keys)
+        if verdict is Lock.MISMATCH:
+            return None
+        reused = verdict is Lock.MATCH and status is AffinityStatus.LOCKED
+    n = len(usage.shares) if usage is not None else 0
+    share = PlannedShare(claim.key, alt.name, d, share_id_for(claim.uid, alt.name, did, n),
+                         tuple(sorted(plan.items())), keys, exclusive=False, reused_lock=reused)
+    return NodeResult(node, True, [share])
 
 
 @dataclass

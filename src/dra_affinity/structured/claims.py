@@ -6,6 +6,7 @@ scheduler's PreFilter); plain frozen data, so the allocator never reads API obje
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -24,8 +25,9 @@ class RequestSpec:
     count: int
     capacity: Mapping[str, Quantity]
 
-    @property
+    @functools.cached_property
     def capacity_key(self) -> tuple[tuple[str, Quantity], ...]:
+        """The capacity requests as a hashable key (computed once: read per device)."""
         return tuple(sorted(self.capacity.items()))
 
 

@@ -45,6 +45,9 @@ ClaimKey = str  # "<namespace>/<name>"
 
 
 LOCKED_STATES_MAX = 65536
+# The change log keeps at least this many of the latest entries; older ones are
+# dropped in blocks, so it never grows with the number of allocations ever made.
+CHANGES_KEPT = 4096
 _EMPTY: Mapping[str, Number] = {}
 
 
@@ -92,8 +95,11 @@ class AllocatedState:
         # Bumped on every mutation; cheap invalidation for callers' caches.
         self.version = 0
         # Devices in mutation order: lets a node index find which nodes changed
-        # since it last looked, without scanning every node.
+        # since it last looked, without scanning every node. Only the latest entries
+        # are kept (see :meth:`changes_since`); ``changes_base`` is the sequence
+        # number of ``changes[0]``.
         self.changes: list[DeviceID] = []
+        self.changes_base = 0
         # Per-device counters for cached "not viable" verdicts: any mutation; a change of
         # the affinity state (lock set, cleared, unknown); a release of capacity.
         self.device_version: dict[DeviceID, int] = {}
@@ -126,10 +132,28 @@ class AllocatedState:
     def devices(self) -> Iterable[DeviceID]:
         return self.usage.keys()
 
+    @property
+    def change_seq(self) -> int:
+        """Sequence number of the next change: a reader's mark for :meth:`changes_since`."""
+        return self.changes_base + len(self.changes)
+
+    def changes_since(self, seq: int) -> list[DeviceID] | None:
+        """Devices changed since mark ``seq`` (with repeats, in order), or None when some
+        of those changes were already dropped from the log: the reader must then start
+        over from the current state."""
+        i = seq - self.changes_base
+        if i < 0:
+            return None
+        return self.changes[i:]
+
     # -- writes -----------------------------------------------------------------
     def _bump(self, device: DeviceID, lock_before: AffinityState | None, released: bool) -> None:
         self.version += 1
-        self.changes.append(device)
+        changes = self.changes
+        changes.append(device)
+        if len(changes) >= 2 * CHANGES_KEPT:
+            del changes[:CHANGES_KEPT]
+            self.changes_base += CHANGES_KEPT
         self.device_version[device] = self.device_version.get(device, 0) + 1
         if self.affinity_states.get(device) is not lock_before:
             self.lock_version[device] = self.lock_version.get(device, 0) + 1

@@ -62,6 +62,13 @@ class IndexedFilter:
             self._nodes = NodeIndex(snap.nodes, device_node, self.cache.state)
         return self._nodes
 
+    def warm(self) -> None:
+        """Build the indexes that are on (at start, so the first cycle does not pay)."""
+        if self.switches.free_index:
+            self.free_index()
+        if self.switches.node_index:
+            self.node_index()
+
     def applies(self, cyc: CycleState, state: AllocatedState) -> bool:
         return (self.switches.indexed and state is self.cache.state and not cyc.allocated
                 and bool(cyc.to_allocate) and cyc.hooks is None)
@@ -182,13 +189,7 @@ def _verdict_kind(codes: Sequence[str]) -> int:
 def _single_device(cyc: CycleState) -> bool:
     """One claim, one request, one way to satisfy it, one device, no constraints:
     then a node fits exactly when one of its devices does."""
-    if len(cyc.to_allocate) != 1 or cyc.allocated:
-        return False
-    c = cyc.to_allocate[0]
-    if len(c.requests) != 1 or c.constraints:
-        return False
-    alts = c.requests[0].alternatives
-    return len(alts) == 1 and not alts[0].all_devices and alts[0].count == 1
+    return cyc.single is not None
 
 
 def _signature(cyc: CycleState) -> str | None:

@@ -9,7 +9,7 @@ in O(log n). Candidates are still evaluated by the full allocator, in node
 order, so the node chosen is the one a full first-fit scan would choose: the
 index only skips nodes that cannot fit.
 
-It is kept up to date from :attr:`AllocatedState.changes`, and rebuilt with
+It is kept up to date from :meth:`AllocatedState.changes_since`, and rebuilt with
 the snapshot. Devices visible from several nodes disable it (fallback to the
 other paths).
 """
@@ -54,7 +54,7 @@ class FreeIndex:
         # bisect and one memmove in C, cheaper up to ~10^5 nodes than a SortedList's
         # bookkeeping in Python, and lock categories come and go often (one per value).
         self.by_category: dict[int, list[int]] = {}
-        self.seen = len(state.changes)
+        self.seen = state.change_seq
         if self.usable:
             for did in self.devices:
                 self._update(did)
@@ -139,11 +139,15 @@ class FreeIndex:
             self._move(pos, _ANY_ID, -1)
 
     def catch_up(self) -> None:
-        changes = self.state.changes
-        if self.seen < len(changes):
-            for did in set(changes[self.seen:]):
+        state = self.state
+        now = state.change_seq
+        if self.seen < now:
+            changed = state.changes_since(self.seen)
+            # Changes dropped from the log before this index saw them: re-derive every
+            # device's category (``_update`` only moves the ones that changed).
+            for did in set(changed) if changed is not None else list(self.devices):
                 self._update(did)
-            self.seen = len(changes)
+            self.seen = now
 
     # ------------------------------------------------------------------ queries
     def allowed(self, keys: Sequence[Any] | None) -> tuple[int, ...] | None:

@@ -64,7 +64,7 @@ class NodeIndex:
         self.device_node = device_node  # None: device visible from several nodes
         self.state = state
         self.cursors: OrderedDict[str, _Cursor] = OrderedDict()
-        self.start_seq = len(state.changes)
+        self.start_seq = state.change_seq
 
     def verdicts(self, signature: str, devices: int) -> Verdicts:
         """Per-device "not viable" memo for a signature (single-device requests)."""
@@ -76,7 +76,7 @@ class NodeIndex:
     def _cursor(self, signature: str) -> _Cursor:
         c = self.cursors.get(signature)
         if c is None:
-            c = self.cursors[signature] = _Cursor(seen=len(self.state.changes))
+            c = self.cursors[signature] = _Cursor(seen=self.state.change_seq)
             if len(self.cursors) > MAX_SIGNATURES:
                 self.cursors.popitem(last=False)
         else:
@@ -102,10 +102,18 @@ class NodeIndex:
         return None
 
     def _catch_up(self, c: _Cursor) -> None:
-        changes = self.state.changes
+        state = self.state
         if c.seen < self.start_seq:
             c.seen = self.start_seq
-        for dev in changes[c.seen:]:
+        changes = state.changes_since(c.seen)
+        if changes is None:
+            # Changes dropped from the log before this signature saw them: start over
+            # from the first node (always correct, only slower).
+            c.cursor = 0
+            c.heap.clear()
+            c.queued.clear()
+            changes = []
+        for dev in changes:
             node = self.device_node.get(dev)
             if node is None:
                 # A device not local to one node changed: start over for this signature.
@@ -117,4 +125,4 @@ class NodeIndex:
             if p is not None and p < c.cursor and p not in c.queued:
                 heapq.heappush(c.heap, p)
                 c.queued.add(p)
-        c.seen = len(changes)
+        c.seen = state.change_seq
