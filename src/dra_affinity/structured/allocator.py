@@ -113,8 +113,10 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
         return None
     pkey = (did, alt.capacity_key)
     plan = plan_cache.get(pkey)
-    if plan is None or isinstance(plan, str):
-        return None  # unplanned or invalid: the allocator plans it and says why
+    if plan is None:
+        plan = plan_cache[pkey] = _consumption_plan(d, alt)
+    if isinstance(plan, str):
+        return None  # invalid: the allocator says why
     used = usage.consumed if usage is not None else {}
     for name, amount in plan.items():
         if used.get(name, 0) + amount.num > d.capacity[name].value.num:
@@ -482,11 +484,7 @@ class NodeAllocator:
         pkey = (d.id, alt.capacity_key)
         plan = self.plan_cache.get(pkey)
         if plan is None:
-            try:
-                plan = plan_consumption(d.capacity, alt.capacity)
-            except CapacityRequestError as e:
-                plan = str(e)
-            self.plan_cache[pkey] = plan
+            plan = self.plan_cache[pkey] = _consumption_plan(d, alt)
         return plan
 
     def _all_mode_member(self, d: DeviceInfo, alt: RequestSpec) -> bool:
@@ -568,6 +566,14 @@ class NodeAllocator:
                 self._reject(d, R.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023 (returns right after: the cell holds this value)
                 return False
         return True
+
+def _consumption_plan(d: DeviceInfo, alt: RequestSpec) -> dict[str, Quantity] | str:
+    """What the request consumes of a multi-allocatable device, or why it cannot."""
+    try:
+        return plan_consumption(d.capacity, alt.capacity)
+    except CapacityRequestError as e:
+        return str(e)
+
 
 def _merged(a: Mapping[str, Number], b: Mapping[str, Number] | None) -> Mapping[str, Number]:
     if not b:

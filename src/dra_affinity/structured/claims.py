@@ -6,9 +6,8 @@ scheduler's PreFilter); plain frozen data, so the allocator never reads API obje
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dra_affinity.api.quantity import Quantity
 
@@ -24,11 +23,14 @@ class RequestSpec:
     all_devices: bool  # allocationMode All
     count: int
     capacity: Mapping[str, Quantity]
+    # Derived once (read for every device and cycle): the capacity requests as a
+    # hashable key, and whether any of them asks for a positive amount.
+    capacity_key: tuple[tuple[str, Quantity], ...] = field(init=False, repr=False, compare=False)
+    needs_capacity: bool = field(init=False, repr=False, compare=False)
 
-    @functools.cached_property
-    def capacity_key(self) -> tuple[tuple[str, Quantity], ...]:
-        """The capacity requests as a hashable key (computed once: read per device)."""
-        return tuple(sorted(self.capacity.items()))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity_key", tuple(sorted(self.capacity.items())))
+        object.__setattr__(self, "needs_capacity", any(q.value > 0 for q in self.capacity.values()))
 
 
 @dataclass(frozen=True)

@@ -137,8 +137,8 @@ class ExtractionMemo:
         if ckey is not None:
             hit = shared.get(ckey)  # type: ignore[union-attr]
             if hit is not None:
-                if remembered is not None:
-                    _remember(remembered, rkey, hit)
+                # Not remembered by identity as well: a content hit cost no CEL budget,
+                # and the next attempt finds it the same way.
                 return hit
         res = extract(pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
         self.evaluations += res.evaluations

@@ -148,7 +148,7 @@ class IndexedFilter:
         """Candidate node positions for a one-device request with a positive capacity need."""
         claim = cyc.to_allocate[0]
         alt = claim.requests[0].alternatives[0]
-        if not any(q.value > 0 for q in alt.capacity.values()):
+        if not alt.needs_capacity:
             return None
         index = self.free_index()
         if not index.usable:
