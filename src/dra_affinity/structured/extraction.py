@@ -80,6 +80,11 @@ class ExtractionCache(Protocol):
 
     def put(self, key: Hashable, result: ExtractionResult) -> None: ...
 
+    def keys_cheaply(self, pool: PoolInfo) -> bool:
+        """Whether :meth:`key` costs a few lookups for this pool's extractors, whatever
+        the claim holds (then it is tried before the lookup by claim identity)."""
+        ...
+
 
 @dataclass
 class ExtractionMemo:
@@ -121,6 +126,20 @@ class ExtractionMemo:
     def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
                  pool: PoolInfo) -> ExtractionResult:
         device_class = self.classes.get(class_name)
+        # A cache by content (a fast path) may know the outcome already: pods stamped
+        # from one template extract the same keys. When its key is cheap whatever the
+        # claim holds, it goes first (the common case: a new claim, a known content).
+        shared = self.shared
+        ckey: Hashable = None
+        if shared is not None and shared.keys_cheaply(pool):
+            ckey = shared.key(pool, claim, request, device_class)
+            if ckey is not None:
+                hit = shared.get(ckey)
+                if hit is not None:
+                    return hit
+            shared_tried = True
+        else:
+            shared_tried = False
         # This claim's outcome from an earlier attempt: by identity, before anything that
         # walks the claim's data (a retry of a hostile claim costs a lookup).
         remembered = self.remembered
@@ -130,16 +149,14 @@ class ExtractionMemo:
             hit = remembered.get(rkey)
             if hit is not None:
                 return hit
-        # A cache by content (a fast path) may know the outcome already: pods stamped
-        # from one template extract the same keys.
-        shared = self.shared
-        ckey = shared.key(pool, claim, request, device_class) if shared is not None else None
-        if ckey is not None:
-            hit = shared.get(ckey)  # type: ignore[union-attr]
-            if hit is not None:
-                # Not remembered by identity as well: a content hit cost no CEL budget,
-                # and the next attempt finds it the same way.
-                return hit
+        if shared is not None and not shared_tried:
+            ckey = shared.key(pool, claim, request, device_class)
+            if ckey is not None:
+                hit = shared.get(ckey)
+                if hit is not None:
+                    # Not remembered by identity as well: a content hit cost no CEL
+                    # budget, and the next attempt finds it the same way.
+                    return hit
         res = extract(pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
         self.evaluations += res.evaluations
         if ckey is not None and shared is not None:

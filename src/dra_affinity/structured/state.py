@@ -174,6 +174,8 @@ class AllocatedState:
 
     def _fold(self, device: DeviceID, share: Share) -> None:
         st = self.affinity_states.get(device, CLEAN)
+        if st.locked_affinity is share.keys is not None and st.status is AffinityStatus.LOCKED:
+            return  # joins the lock it matches (keys are shared tuples): nothing changes
         if st.status is AffinityStatus.UNRECONSTRUCTABLE:
             return
         if share.keys is None:

@@ -35,6 +35,16 @@ class ContentCache:
             device_class: DeviceClass | None) -> Hashable | None:
         return content_key(pool, claim, request, device_class)
 
+    @staticmethod
+    def keys_cheaply(pool: PoolInfo) -> bool:
+        """True when the pool's extractors read only named fields of ``object``: the
+        key is then those fields' values, read with one C call per config."""
+        token = pool.extraction_token
+        proj = _PROJECTIONS.get(token)
+        if proj is None:
+            proj = _projection(token, pool)
+        return proj.fields is not None
+
     def put(self, key: Hashable, result: ExtractionResult) -> None:
         if result.kind is not OutcomeKind.OK:
             return
