@@ -132,10 +132,13 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
         if res.kind is not OutcomeKind.OK or res.keys is None:
             return None
         keys = res.keys
-        verdict = check_lock(st, keys)
-        if verdict is Lock.MISMATCH:
+        # check_lock's two common outcomes inline: clean, or locked to these very keys.
+        if status is AffinityStatus.LOCKED:
+            if st.locked_affinity is not keys and check_lock(st, keys) is not Lock.MATCH:
+                return None
+            reused = True
+        elif status is not AffinityStatus.CLEAN:
             return None
-        reused = verdict is Lock.MATCH and status is AffinityStatus.LOCKED
     n = len(usage.shares) if usage is not None else 0
     share = PlannedShare(claim.key, alt.name, d, share_id_for(claim.uid, alt.name, did, n),
                          tuple(sorted(plan.items())), keys, exclusive=False, reused_lock=reused)
