@@ -6,7 +6,7 @@ one with required node affinity only on matching nodes, and one that requests
 CPU or memory only where it fits, or the kubelet refuses it at admission. This
 module holds those checks, in the order and with the meaning of upstream's
 filter plugins (1.37): NodeUnschedulable, TaintToleration, NodeAffinity
-(``nodeSelector`` is checked by Filter itself) and NodeResourcesFit.
+(``nodeSelector``, then required node affinity) and NodeResourcesFit.
 
 Everything is computed twice at most: :class:`PodPlacement` once per pod per
 cycle (PreFilter), :class:`NodeFacts` once per Node object; a check is then a
@@ -198,6 +198,7 @@ class PodPlacement:
     """What the node filters read of one pod, parsed once per cycle."""
 
     tolerations: tuple[Toleration, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
     required_affinity: NodeSelector | None = None
     requests: Mapping[str, int] = field(default_factory=dict)
 
@@ -205,7 +206,7 @@ class PodPlacement:
         """Content that decides these filters' verdicts on a node, for fast-path memos
         (resource fit is not memoizable: it depends on what else is bound)."""
         aff = self.required_affinity.model_dump_json() if self.required_affinity else ""
-        return f"{self.tolerations!r}\x00{aff}"
+        return f"{self.tolerations!r}\x00{self.node_selector!r}\x00{aff}"
 
 
 NO_PLACEMENT = PodPlacement()
@@ -234,9 +235,10 @@ def placement_of(pod: Pod) -> PodPlacement:
                 loc = ".".join(str(p) for p in first["loc"])
                 raise PlacementError(f"{where}.{loc}" if loc else where, first["msg"]) from None
     requests = pod_requests(pod)
-    if not tolerations and required is None and not requests:
+    selector = tuple(spec.node_selector.items())
+    if not tolerations and not selector and required is None and not requests:
         return NO_PLACEMENT
-    return PodPlacement(tolerations, required, requests)
+    return PodPlacement(tolerations, selector, required, requests)
 
 
 # ------------------------------------------------------------------ the node's side
@@ -272,13 +274,16 @@ def node_facts(node: Node) -> NodeFacts:
     return NodeFacts(node.name, bool(node.spec.unschedulable), taints, allocatable)
 
 
+_ONE_POD: Mapping[str, int] = {PODS: 1}  # shared by every pod that requests nothing else
+
+
 @dataclass
 class NodeUsage:
     """Per node, what its bound pods request (and how many there are), kept from
     pod events as upstream's NodeInfo.Requested is. Terminal pods count nothing."""
 
     requested: dict[str, dict[str, int]] = field(default_factory=dict)
-    _counted: dict[str, tuple[str, Mapping[str, int]]] = field(default_factory=dict)
+    _counted: dict[str, tuple[str, Mapping[str, int]]] = field(default_factory=dict)  # live pods only
 
     def update(self, key: str, pod: Pod | None) -> None:
         """The pod ``key`` is now ``pod`` (None: deleted)."""
@@ -295,10 +300,10 @@ class NodeUsage:
         if isinstance(pod.status, Mapping) and pod.status.get("phase") in ("Succeeded", "Failed"):
             return
         try:
-            reqs = dict(pod_requests(pod))
+            asked = pod_requests(pod)
         except PlacementError:
-            reqs = {}  # accepted by a server, so counted as requesting nothing we can read
-        reqs[PODS] = 1
+            asked = {}  # accepted by a server, so counted as requesting nothing we can read
+        reqs = {**asked, PODS: 1} if asked else _ONE_POD
         node = pod.spec.node_name
         _add(self.requested.setdefault(node, {}), reqs)
         self._counted[key] = (node, reqs)
@@ -323,6 +328,9 @@ def check_node(p: PodPlacement, n: NodeFacts, labels: Mapping[str, str],
             shown = t.get("key", "") + (f"={t['value']}" if t.get("value") else "")
             return (R.TAINT_NOT_TOLERATED,
                     f"node {n.name} has taint {shown}:{t.get('effect')} that the pod does not tolerate")
+    for k, v in p.node_selector:
+        if labels.get(k) != v:
+            return R.NODE_SELECTOR_MISMATCH, f"node {n.name} does not match the pod's nodeSelector {k}={v}"
     if p.required_affinity is not None and not node_selector_matches(p.required_affinity, n.name, labels):
         return R.NODE_AFFINITY_MISMATCH, f"node {n.name} does not match the pod's required node affinity"
     if n.allocatable is not None:

@@ -53,3 +53,5 @@ NODE_UNSCHEDULABLE = "NodeUnschedulable"
 TAINT_NOT_TOLERATED = "TaintNotTolerated"
 NODE_AFFINITY_MISMATCH = "NodeAffinityMismatch"
 INSUFFICIENT_NODE_RESOURCES = "InsufficientNodeResources"
+# Malformed tolerations, node affinity or resource quantities (unresolvable).
+INVALID_POD_SPEC = "InvalidPodSpec"
