@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
 
 from dra_affinity.kube.api import ApiError
+from dra_affinity.kube.convert import SHARING_AFFINITY_ANNOTATION
 from dra_affinity.kube.locks import cluster_locks
 from dra_affinity.kube.runner import JsonFormatter, Options, SchedulerProcess
 from dra_affinity.kube.view import DELETE_PROTECTION
 
 from .fakeapi import FakeApi
-from .world import build, claim, pod, sync
+from .world import EXTRACTORS, build, claim, pod, sync
 
 
 def _process(api: FakeApi) -> SchedulerProcess:
@@ -390,3 +392,34 @@ def test_pod_waits_for_its_template_claim_without_an_attempt(api: FakeApi) -> No
     assert "default/t" not in proc.waiting
     _run(proc, api)
     assert _node(api, "default/t") == "node-1"
+
+
+def test_unreadable_bridge_fails_the_pool_closed_until_fixed(api: FakeApi) -> None:
+    """An annotation that does not validate: the pool's NICs are filtered with the real
+    problem in the reason (no stand-in key), and every other pool still serves."""
+    meta = api.get("ResourceSlice", "node-1-meta")
+    assert meta is not None
+    meta["metadata"]["annotations"][SHARING_AFFINITY_ANNOTATION] = "[{not json"
+    api.update("ResourceSlice", meta)
+    n2 = api.get("Node", "node-2")
+    assert n2 is not None
+    n2["spec"]["unschedulable"] = True  # only node-1 is left
+    api.update("Node", n2)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    assert list(proc.view.slice_problems()) == ["node-1-meta"]
+    _run(proc, api, rounds=1)
+    assert _node(api, "default/a") is None
+    stored = api.get("Pod", "default/a")
+    assert stored is not None
+    (cond,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert "AffinityInvalidPool" in cond["message"]
+    assert "not JSON" in cond["message"], cond["message"]
+    meta = api.get("ResourceSlice", "node-1-meta")
+    assert meta is not None
+    meta["metadata"]["annotations"][SHARING_AFFINITY_ANNOTATION] = json.dumps(EXTRACTORS)
+    api.update("ResourceSlice", meta)
+    _run(proc, api)
+    assert not proc.view.slice_problems()
+    assert _node(api, "default/a") == "node-1"

@@ -99,6 +99,8 @@ class KubeView:
         self._cycle: list[_Written] = []
         self._dropped_seen: set[tuple[str, str]] = set()
         self._problems_seen: dict[str, str] = {}
+        # Slice name -> why its sharingAffinity bridge could not be read (slice_problems()).
+        self._slice_problems: dict[str, str] = {}
         # Called as on_problem(kind, key, message) for objects the scheduler cannot use.
         self.on_problem = on_problem
         self.pod_listeners: list[Callable[[Pod | None, Pod | None], None]] = []
@@ -147,6 +149,11 @@ class KubeView:
             self._problem(kind, key, conv.problem)
         else:
             self._problems_seen.pop(f"{kind}/{key}", None)
+        if kind == "ResourceSlice":
+            if conv.problem and conv.model is not None:
+                self._slice_problems[key] = conv.problem
+            else:
+                self._slice_problems.pop(key, None)
         return conv.model
 
     def _problem(self, kind: str, key: str, message: str) -> None:
@@ -180,6 +187,8 @@ class KubeView:
         self._store[kind].pop(key, None)
         self._assumed.get(kind, {}).pop(key, None)
         self._problems_seen.pop(f"{kind}/{key}", None)
+        if kind == "ResourceSlice":
+            self._slice_problems.pop(key, None)
         self._changed(kind, before, None)
 
     @staticmethod
@@ -268,6 +277,10 @@ class KubeView:
                             if isinstance(e.model, ResourceSlice)]
         return self._slices
 
+
+    def slice_problems(self) -> Mapping[str, str]:
+        """Slices whose bridge annotation (or its agreement with the field) failed, with why."""
+        return self._slice_problems
     def classes(self) -> Mapping[str, DeviceClass]:
         if self._classes is None:
             self._classes = {k: e.model for k, e in sorted(self._store["DeviceClass"].items())

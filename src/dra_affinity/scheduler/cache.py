@@ -69,7 +69,8 @@ class SchedulerCache:
             nodes = list(self.view.nodes())
             labels = {n: self.view.node_labels(n) for n in nodes}
             self._snapshot = Snapshot.build(self.view.slices(), nodes, labels,
-                                            preferred_keys=self.features.preferred_keys)
+                                            preferred_keys=self.features.preferred_keys,
+                                            slice_problems=self.view.slice_problems())
             self._selector_cache.clear()
             for fn in self.on_snapshot:
                 fn(self._snapshot)

@@ -116,6 +116,10 @@ class Cluster:
     def pods(self) -> list[Pod]:
         return [p for p in self._objects["Pod"].values() if isinstance(p, Pod)]
 
+    def slice_problems(self) -> dict[str, str]:
+        """None here: admission refuses a slice whose ``sharingAffinity`` does not validate."""
+        return {}
+
     def subscribe(self, listener: Listener) -> None:
         self.listeners.append(listener)
 
