@@ -51,6 +51,7 @@ from .cycle import Attempt, CycleState, claim_name, prefilter
 from .fastpath import FastPaths
 from .fastpath.contentkey import ContentCache
 from .fastpath.filter import IndexedFilter
+from .nodefit import NodeUsage
 from .reconstruct import Reconstructor
 from .reserve import (
     allocation_rows,
@@ -112,10 +113,14 @@ class Scheduler:
 
     # ================================================================== lifecycle
     def start(self) -> None:
-        """Rebuild AffinityStates from bound claims and slices before the first cycle."""
+        """Rebuild AffinityStates from bound claims and slices before the first cycle,
+        and what the pods bound to each node request."""
         self.reconstructor.rebuild()
         # Build the snapshot and the fast paths' indexes now, not in the first cycle.
         self.indexed.warm()
+        self.cache.usage = NodeUsage()
+        for pod in self.view.pods():
+            self.cache.usage.update(f"{pod.namespace}/{pod.name}", pod)
         self._started = True
         self._refresh_gauges()
 
@@ -124,6 +129,11 @@ class Scheduler:
 
     # ================================================================== informer hooks
     def on_change(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None:
+        if kind == "Pod":
+            obj = new if new is not None else old
+            if self._started and isinstance(obj, Pod):  # before start(), start() reads them all
+                self.cache.usage.update(f"{obj.namespace}/{obj.name}", new if isinstance(new, Pod) else None)
+            return
         if kind in ("ResourceSlice", "Node", "DeviceClass"):
             self.cache.invalidate(classes=kind == "DeviceClass")
             if kind == "ResourceSlice" and self._started:
