@@ -21,8 +21,8 @@ M = TypeVar("M", bound=BaseModel)
 _new = object.__new__
 _set = object.__setattr__
 
-# Per model class: the plain defaults as one dict, the fields with a default factory,
-# and every field name.
+# Per model class: the defaults as one dict in field order, the fields with a default
+# factory, and every field name.
 _Shape = tuple[dict[str, Any], tuple[tuple[str, Any], ...], frozenset[str]]
 _SHAPES: dict[type[BaseModel], _Shape] = {}
 
@@ -33,7 +33,9 @@ def _shape(cls: type[BaseModel]) -> _Shape:
         if cls.model_config.get("extra") == "allow" or cls.__private_attributes__:
             raise TypeError(f"{cls.__name__}: built() supports models without extra or private state")
         fields = cls.model_fields
-        plain = {n: f.default for n, f in fields.items() if f.default_factory is None}
+        # Every field, in declaration order (a dump follows it); the factories' slots
+        # are filled per object.
+        plain = {n: f.default for n, f in fields.items()}
         factories = tuple((n, f.default_factory) for n, f in fields.items()
                           if f.default_factory is not None)
         sh = _SHAPES[cls] = (plain, factories, frozenset(fields))
