@@ -96,9 +96,13 @@ def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | 
                 ex[n] = ex.get(n, 0) + q.num
         if s.keys is not None:
             st = affinity_states.get(d.id, CLEAN)
-            if st.locked_affinity is s.keys and st.status is AffinityStatus.LOCKED:
+            # The common cases inline: still clean (and not picked by an earlier share
+            # of this pod), or still locked to these very keys.
+            status = st.status
+            if (status is AffinityStatus.CLEAN and d.id not in pending) or \
+                    (status is AffinityStatus.LOCKED and st.locked_affinity is s.keys):
                 pending.setdefault(d.id, s.keys)
-                continue  # still locked to these very keys: a match (the common case)
+                continue
             verdict = check_lock(st, s.keys, pending.get(d.id) if pending else None)
             if verdict is Lock.UNKNOWN:
                 return Reason(R.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",

@@ -80,9 +80,12 @@ class ExtractionCache(Protocol):
 
     def put(self, key: Hashable, result: ExtractionResult) -> None: ...
 
-    def keys_cheaply(self, pool: PoolInfo) -> bool:
-        """Whether :meth:`key` costs a few lookups for this pool's extractors, whatever
-        the claim holds (then it is tried before the lookup by claim identity)."""
+    def cheap_lookup(self, pool: PoolInfo, claim: ResourceClaim, request: str,
+                     device_class: DeviceClass | None
+                     ) -> tuple[Hashable | None, ExtractionResult | None] | None:
+        """(key, outcome or None) when :meth:`key` costs a few lookups for this pool's
+        extractors whatever the claim holds (then it is tried before the lookup by claim
+        identity); None when it may walk the claim's data."""
         ...
 
 
@@ -131,15 +134,14 @@ class ExtractionMemo:
         # claim holds, it goes first (the common case: a new claim, a known content).
         shared = self.shared
         ckey: Hashable = None
-        if shared is not None and shared.keys_cheaply(pool):
-            ckey = shared.key(pool, claim, request, device_class)
-            if ckey is not None:
-                hit = shared.get(ckey)
+        shared_tried = False
+        if shared is not None:
+            cheap = shared.cheap_lookup(pool, claim, request, device_class)
+            if cheap is not None:
+                ckey, hit = cheap
                 if hit is not None:
                     return hit
-            shared_tried = True
-        else:
-            shared_tried = False
+                shared_tried = True
         # This claim's outcome from an earlier attempt: by identity, before anything that
         # walks the claim's data (a retry of a hostile claim costs a lookup).
         remembered = self.remembered

@@ -174,9 +174,17 @@ class AllocatedState:
 
     def _fold(self, device: DeviceID, share: Share) -> None:
         st = self.affinity_states.get(device, CLEAN)
-        if st.locked_affinity is share.keys is not None and st.status is AffinityStatus.LOCKED:
-            return  # joins the lock it matches (keys are shared tuples): nothing changes
-        if st.status is AffinityStatus.UNRECONSTRUCTABLE:
+        status = st.status
+        keys = share.keys
+        if keys is not None:
+            # The two common cases first: joining the lock these very keys hold (keys
+            # are shared tuples), and locking a clean device.
+            if status is AffinityStatus.LOCKED and st.locked_affinity is keys:
+                return
+            if status is AffinityStatus.CLEAN:
+                self.affinity_states[device] = self._locked_state(keys)
+                return
+        if status is AffinityStatus.UNRECONSTRUCTABLE:
             return
         if share.keys is None:
             self.affinity_states[device] = AffinityState(
@@ -187,12 +195,7 @@ class AllocatedState:
             return
         verdict = check_lock(st, share.keys)
         if verdict is Lock.CLEAN:
-            locked = self._locked.get(share.keys)
-            if locked is None:
-                if len(self._locked) >= LOCKED_STATES_MAX:
-                    self._locked.clear()
-                locked = self._locked[share.keys] = AffinityState(AffinityStatus.LOCKED, share.keys)
-            self.affinity_states[device] = locked
+            self.affinity_states[device] = self._locked_state(share.keys)
         elif verdict is Lock.MISMATCH:
             # Callers never add a mismatching share knowingly; reaching here means
             # the data disagrees (restart over inconsistent claims): fail closed.
@@ -202,6 +205,15 @@ class AllocatedState:
                 f"claim {share.claim} extracts {dict(share.keys)} but the device is locked to "
                 f"{dict(st.locked_affinity or ())}",
             )
+
+    def _locked_state(self, keys: AffinityKeys) -> AffinityState:
+        """The one Locked state for these keys (shared by every device locked alike)."""
+        locked = self._locked.get(keys)
+        if locked is None:
+            if len(self._locked) >= LOCKED_STATES_MAX:
+                self._locked.clear()
+            locked = self._locked[keys] = AffinityState(AffinityStatus.LOCKED, keys)
+        return locked
 
     def remove(self, device: DeviceID, claim: ClaimKey, request: str | None = None,
                *, tentative_only: bool = False) -> list[Share]:

@@ -35,15 +35,19 @@ class ContentCache:
             device_class: DeviceClass | None) -> Hashable | None:
         return content_key(pool, claim, request, device_class)
 
-    @staticmethod
-    def keys_cheaply(pool: PoolInfo) -> bool:
-        """True when the pool's extractors read only named fields of ``object``: the
-        key is then those fields' values, read with one C call per config."""
-        token = pool.extraction_token
-        proj = _PROJECTIONS.get(token)
+    def cheap_lookup(self, pool: PoolInfo, claim: ResourceClaim, request: str,
+                     device_class: DeviceClass | None
+                     ) -> tuple[Hashable | None, ExtractionResult | None] | None:
+        """(key, the outcome or None) when the pool's extractors read only named fields of
+        ``object`` (the key is then those fields' values, one C call per config); None
+        otherwise (the key may walk whole configs)."""
+        proj = _PROJECTIONS.get(pool.extraction_token)
         if proj is None:
-            proj = _projection(token, pool)
-        return proj.fields is not None
+            proj = _projection(pool.extraction_token, pool)
+        if proj.fields is None:
+            return None
+        key = content_key(pool, claim, request, device_class)
+        return key, (self.results.get(key) if key is not None else None)
 
     def put(self, key: Hashable, result: ExtractionResult) -> None:
         if result.kind is not OutcomeKind.OK:
