@@ -126,8 +126,6 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
     if d.gated and affinity_enabled:
         st = state.affinity_states.get(did, CLEAN)
         status = st.status
-        if status is AffinityStatus.UNRECONSTRUCTABLE:
-            return None
         res = extract(claim, alt, d.pool_info)
         if res.kind is not OutcomeKind.OK or res.keys is None:
             return None
@@ -138,7 +136,7 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
                 return None
             reused = True
         elif status is not AffinityStatus.CLEAN:
-            return None
+            return None  # Unreconstructable: the allocator says so
     n = len(usage.shares) if usage is not None else 0
     share = PlannedShare(claim.key, alt.name, d, share_id_for(claim.uid, alt.name, did, n),
                          tuple(sorted(plan.items())), keys, exclusive=False, reused_lock=reused)

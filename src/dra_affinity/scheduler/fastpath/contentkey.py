@@ -41,12 +41,13 @@ class ContentCache:
         """(key, the outcome or None) when the pool's extractors read only named fields of
         ``object`` (the key is then those fields' values, one C call per config); None
         otherwise (the key may walk whole configs)."""
-        proj = _PROJECTIONS.get(pool.extraction_token)
+        token = pool.extraction_token
+        proj = _PROJECTIONS.get(token)
         if proj is None:
-            proj = _projection(pool.extraction_token, pool)
+            proj = _projection(token, pool)
         if proj.fields is None:
             return None
-        key = content_key(pool, claim, request, device_class)
+        key = _content_key(pool.driver, token, proj, claim, request, device_class)
         return key, (self.results.get(key) if key is not None else None)
 
     def put(self, key: Hashable, result: ExtractionResult) -> None:
@@ -72,11 +73,16 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
     strings is cheaper than the whole config. The same walk as
     :func:`_in_scope_configs`, written out: this runs for every scheduling cycle,
     the labelled configs only on a miss."""
-    driver = pool.driver
     token = pool.extraction_token
     proj = _PROJECTIONS.get(token)
     if proj is None:
         proj = _projection(token, pool)
+    return _content_key(pool.driver, token, proj, claim, request, device_class)
+
+
+def _content_key(driver: str, token: str, proj: _Projection, claim: ResourceClaim,
+                 request: str, device_class: DeviceClass | None) -> tuple[object, ...] | None:
+    """:func:`content_key` once the projection is known."""
     parts: list[object] = [token]
     try:
         if device_class is not None:
