@@ -34,6 +34,7 @@ from .library import (
     str_cost,
     str_width,
 )
+from .libs import estimate_call
 from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
 from .types import Ty
 
@@ -341,6 +342,9 @@ class Estimator:
         ext = self._ext_call(e, exprs, sizes)
         if ext is not None:
             return base + ext[0], ext[1]
+        lib = estimate_call(name, [s.n for s in sizes])
+        if lib is not None:
+            return base + lib[0], Sz(lib[1])
         return base + 1, SCALAR
 
     def _ext_call(

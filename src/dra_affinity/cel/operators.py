@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from .errors import DIVISION_BY_ZERO, INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .lib_dra import DomainMap
 from .library import build_cost, nso, str_cost
 from .meter import Meter, charge, exceeded, missing_key
 from .values import (
@@ -220,6 +221,8 @@ def in_op(a: Any, b: Any, m: Meter) -> bool:
         return any(cel_eq(a, x) for x in seq)
     if is_map(b):
         charge(m, 1)
+        if type(b) is DomainMap:  # real membership, not the empty map of an unknown domain
+            return type(a) is str and dict.__contains__(b, a)
         return map_lookup(b, a)[0]
     nso("@in", a, b)
 

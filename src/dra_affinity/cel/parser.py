@@ -27,6 +27,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 from . import ast as A
 from .errors import CELCompileError
 from .library_ext import NAMESPACES
+from .libs import LIB_NAMESPACES
 from .values import UINT64_MAX, UInt
 
 # Nesting limit. cel-go's parser defaults to 250; ours is lower because every
@@ -354,7 +355,7 @@ class _Converter:
             return self._two_var(pos, target, name, macro2, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
-            if isinstance(target, A.Ident) and target.name in NAMESPACES:
+            if isinstance(target, A.Ident) and target.name in NAMESPACES | LIB_NAMESPACES:
                 # a namespaced function of an extension library: sets.contains(a, b)
                 return A.Call(pos, f"{target.name}.{name}", None, args)
             return A.Call(pos, name, target, args)

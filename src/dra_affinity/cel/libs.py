@@ -1,0 +1,55 @@
+"""The library modules (``lib_*.py``) as the engine sees them: one place that registers them.
+
+Each library module defines its value types, its functions (as
+``(name, member, arity, impl, overloads, cost)`` rows, the format of
+:data:`.library_ext.EXT_FUNCTIONS`), conversions of its values by the standard
+``string()``/``int()``/... functions and the static cost of its calls. This
+module collects them so the shared engine modules each need one hook only.
+An ``impl`` of ``None`` adds overloads to an existing function (``string``,
+``int``) whose implementation reaches the library through the conversion
+tables here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from . import lib_net
+from . import types as T
+from .values import register_value_type
+
+register_value_type(lib_net.IP, lib_net.IP_TYPE.name)
+register_value_type(lib_net.CIDR, lib_net.CIDR_TYPE.name)
+
+_S: Final = T.STRING
+
+LIB_FUNCTIONS: Final[tuple[tuple[Any, ...], ...]] = (
+    *lib_net.NET_FUNCTIONS,
+    ("string", False, 1, None, [(_S, lib_net.IP_TYPE), (_S, lib_net.CIDR_TYPE)], None),
+)
+
+# Standard conversion functions on library values: function name -> type -> converter.
+CONVERSIONS: Final[Mapping[str, Mapping[type, Callable[[Any], object]]]] = {
+    "string": {lib_net.IP: lib_net.to_string, lib_net.CIDR: lib_net.to_string},
+}
+
+# Namespaces of global library functions (`ip.isCanonical(s)`).
+LIB_NAMESPACES: Final = frozenset({"ip"})
+
+_ESTIMATORS: Final = (lib_net.estimate,)
+
+
+def estimate_call(name: str, sizes: list[int]) -> tuple[int, int] | None:
+    """Static (cost, result size) of a library call, or None if no library module owns it."""
+    for est in _ESTIMATORS:
+        r = est(name, sizes)
+        if r is not None:
+            return r
+    return None
+
+
+def convert(function: str, x: object) -> object | None:
+    """``function(x)`` for a library value ``x`` (``string(ip)``), or None if none applies."""
+    conv = CONVERSIONS.get(function, {}).get(type(x))
+    return None if conv is None else conv(x)
