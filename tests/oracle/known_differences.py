@@ -85,20 +85,6 @@ CEL_KNOWN: list[Known] = [
         subject=r"\b(timestamp|duration)\(",
     ),
     Known(
-        "IP and CIDR library",
-        "Kubernetes' `ip()`, `cidr()`, `isIP()`, `isCIDR()`, `ip.isCanonical()` and their "
-        "methods (library.IP/CIDR, since 1.30/1.31) are not implemented: compile error for us.",
-        ANY,
-        subject=r"\b(ip|cidr|isIP|isCIDR)\(|\bip\.isCanonical\(",
-    ),
-    Known(
-        "URL library",
-        "Kubernetes' `url()`, `isURL()` and the URL accessors (library.URLs) are not "
-        "implemented: compile error for us.",
-        ANY,
-        subject=r"\b(url|isURL)\(",
-    ),
-    Known(
         "extended lists library",
         "cel-go ext.Lists (`lists.range`, `.slice`, `.flatten`, `.distinct`, `.sort`, "
         "`.sortBy`, `.reverse` on lists; Kubernetes uses ext.Lists since 1.29-1.37) is "

@@ -101,8 +101,9 @@ def tag_ours(v: object) -> Tagged:
 def _tag_library_value(v: object) -> Tagged | None:
     """Values of our library modules, in the form the oracle prints them."""
     from dra_affinity.cel.lib_net import CIDR, IP
+    from dra_affinity.cel.lib_url import URL
 
-    if isinstance(v, (IP, CIDR)):
+    if isinstance(v, (IP, CIDR, URL)):
         return (cel_type_of(v).name, str(v))
     return None
 

@@ -15,17 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from . import lib_net
+from . import lib_net, lib_url
 from . import types as T
 from .values import register_value_type
 
 register_value_type(lib_net.IP, lib_net.IP_TYPE.name)
 register_value_type(lib_net.CIDR, lib_net.CIDR_TYPE.name)
+register_value_type(lib_url.URL, lib_url.URL_TYPE.name)
 
 _S: Final = T.STRING
 
 LIB_FUNCTIONS: Final[tuple[tuple[Any, ...], ...]] = (
     *lib_net.NET_FUNCTIONS,
+    *lib_url.URL_FUNCTIONS,
     ("string", False, 1, None, [(_S, lib_net.IP_TYPE), (_S, lib_net.CIDR_TYPE)], None),
 )
 
@@ -37,7 +39,7 @@ CONVERSIONS: Final[Mapping[str, Mapping[type, Callable[[Any], object]]]] = {
 # Namespaces of global library functions (`ip.isCanonical(s)`).
 LIB_NAMESPACES: Final = frozenset({"ip"})
 
-_ESTIMATORS: Final = (lib_net.estimate,)
+_ESTIMATORS: Final = (lib_net.estimate, lib_url.estimate)
 
 
 def estimate_call(name: str, sizes: list[int]) -> tuple[int, int] | None:
