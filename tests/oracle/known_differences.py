@@ -78,13 +78,6 @@ CEL_KNOWN: list[Known] = [
         subject=r"\.(all|exists|exists_one)\(\w+, \w+, |\.transform(List|Map|MapEntry)\(",
     ),
     Known(
-        "timestamps and durations",
-        "`timestamp()`/`duration()` values, their arithmetic and accessors (standard CEL) "
-        "are not implemented: compile error for us.",
-        ANY,
-        subject=r"\b(timestamp|duration)\(",
-    ),
-    Known(
         "extended lists library",
         "cel-go ext.Lists (`lists.range`, `.slice`, `.flatten`, `.distinct`, `.sort`, "
         "`.sortBy`, `.reverse` on lists; Kubernetes uses ext.Lists since 1.29-1.37) is "

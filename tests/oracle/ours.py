@@ -101,10 +101,13 @@ def tag_ours(v: object) -> Tagged:
 def _tag_library_value(v: object) -> Tagged | None:
     """Values of our library modules, in the form the oracle prints them."""
     from dra_affinity.cel.lib_net import CIDR, IP
+    from dra_affinity.cel.lib_time import Duration, Timestamp
     from dra_affinity.cel.lib_url import URL
 
     if isinstance(v, (IP, CIDR, URL)):
         return (cel_type_of(v).name, str(v))
+    if isinstance(v, (Timestamp, Duration)):
+        return (cel_type_of(v).name, v.go_string())
     return None
 
 

@@ -17,6 +17,7 @@ from . import ast as A
 from . import types as T
 from .errors import CELCompileError
 from .library import FUNCTION_NAMES, REGISTRY, Overload
+from .libs import TIME_TYPES, time_arith_type
 from .quantity import Quantity
 from .semver import Semver
 from .types import Ty
@@ -46,6 +47,7 @@ def const_type(value: object) -> Ty:
     if t is Semver:
         return T.SEMVER
     return T.DYN
+
 
 
 def _err(msg: str, node: A.Expr) -> CELCompileError:
@@ -199,6 +201,11 @@ class Checker:
             if rn == "map" and T.comparable_eq(lt, rt.key):
                 return T.BOOL
             raise fail
+        if ln in TIME_TYPES or rn in TIME_TYPES:
+            time_result = time_arith_type(op, ln, rn)
+            if time_result is None:
+                raise fail
+            return time_result
         allowed = {
             "+": ("int", "uint", "double", "string", "bytes", "list"),
             "-": ("int", "uint", "double"),

@@ -320,6 +320,9 @@ def _to_int(x: Any) -> int:
         if v is None or not INT64_MIN <= v <= INT64_MAX:
             _conversion_error(s, "int")
         return v
+    out = convert("int", x)
+    if out is not None:
+        return out  # type: ignore[return-value]
     nso("int", x)
 
 

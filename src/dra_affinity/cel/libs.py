@@ -15,31 +15,49 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from . import lib_net, lib_url
+from . import lib_net, lib_time, lib_url
 from . import types as T
 from .values import register_value_type
 
 register_value_type(lib_net.IP, lib_net.IP_TYPE.name)
 register_value_type(lib_net.CIDR, lib_net.CIDR_TYPE.name)
 register_value_type(lib_url.URL, lib_url.URL_TYPE.name)
+register_value_type(lib_time.Timestamp, lib_time.TIMESTAMP_TYPE.name, ordered=True)
+register_value_type(lib_time.Duration, lib_time.DURATION_TYPE.name, ordered=True)
 
 _S: Final = T.STRING
 
 LIB_FUNCTIONS: Final[tuple[tuple[Any, ...], ...]] = (
     *lib_net.NET_FUNCTIONS,
     *lib_url.URL_FUNCTIONS,
-    ("string", False, 1, None, [(_S, lib_net.IP_TYPE), (_S, lib_net.CIDR_TYPE)], None),
+    *lib_time.TIME_FUNCTIONS,
+    ("string", False, 1, None, [(_S, lib_net.IP_TYPE), (_S, lib_net.CIDR_TYPE),
+                                (_S, lib_time.TIMESTAMP_TYPE), (_S, lib_time.DURATION_TYPE)], None),
+    ("int", False, 1, None, [(T.INT, lib_time.TIMESTAMP_TYPE), (T.INT, lib_time.DURATION_TYPE)], None),
 )
 
 # Standard conversion functions on library values: function name -> type -> converter.
 CONVERSIONS: Final[Mapping[str, Mapping[type, Callable[[Any], object]]]] = {
-    "string": {lib_net.IP: lib_net.to_string, lib_net.CIDR: lib_net.to_string},
+    "string": {lib_net.IP: lib_net.to_string, lib_net.CIDR: lib_net.to_string,
+               lib_time.Timestamp: lib_time.to_string, lib_time.Duration: lib_time.to_string},
+    "int": {lib_time.Timestamp: lib_time.to_int, lib_time.Duration: lib_time.to_int},
 }
 
 # Namespaces of global library functions (`ip.isCanonical(s)`).
 LIB_NAMESPACES: Final = frozenset({"ip"})
 
-_ESTIMATORS: Final = (lib_net.estimate, lib_url.estimate)
+_ESTIMATORS: Final = (lib_net.estimate, lib_url.estimate, lib_time.estimate)
+
+# Global functions whose literal argument is checked when compiling, as Kubernetes'
+# AST validators do (cel.ValidateTimestampLiterals, cel.ValidateDurationLiterals).
+LITERAL_CHECKED: Final = frozenset({"timestamp", "duration"})
+
+# Static types of the time library, for the checker's operators.
+TIME_TYPES: Final = frozenset({lib_time.TIMESTAMP_TYPE.name, lib_time.DURATION_TYPE.name})
+time_arith_type = lib_time.arith_type
+time_arith = lib_time.arith
+TIME_NO_MATCH = lib_time.NO_MATCH
+
 
 
 def estimate_call(name: str, sizes: list[int]) -> tuple[int, int] | None:

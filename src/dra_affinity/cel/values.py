@@ -158,6 +158,11 @@ def register_value_type(py_type: type, name: str, *, ordered: bool = False) -> C
     return t
 
 
+def is_ordered_library_type(t: type) -> bool:
+    """Is ``t`` a library value type with an ordering (timestamps, durations)?"""
+    return t in _ORDERED_LIBRARY_TYPES
+
+
 def cel_type_of(value: Any) -> CelType:
     """The CEL type of a runtime value."""
     t = _SCALAR_TYPES.get(type(value))
