@@ -91,13 +91,6 @@ CEL_KNOWN: list[Known] = [
         ANY,
         subject=r"\bsets\.",
     ),
-    Known(
-        "strings library: format, quote, reverse",
-        "`string.format()`, `strings.quote()` and `string.reverse()` (ext.Strings version 2+, "
-        "as Kubernetes 1.37 configures it) are missing: compile error for us.",
-        ANY,
-        subject=r"\.format\(|\bstrings\.quote\(|\.reverse\(\)",
-    ),
     # ------------------------------------------------------------ compile-time checks
     Known(
         "cel.bind in device selectors",

@@ -342,7 +342,7 @@ class Estimator:
         ext = self._ext_call(e, exprs, sizes)
         if ext is not None:
             return base + ext[0], ext[1]
-        lib = estimate_call(name, [s.n for s in sizes])
+        lib = estimate_call(name, [s.n for s in sizes], self.str_bound)
         if lib is not None:
             return base + lib[0], Sz(lib[1])
         return base + 1, SCALAR

@@ -32,7 +32,7 @@ from .lib_quantity import (
     with_amount,
 )
 from .library_ext import EXT_FUNCTIONS
-from .libs import LIB_FUNCTIONS, convert
+from .libs import LIB_FUNCTIONS, RESULT_COSTS, convert
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 from .types import Ty
@@ -958,7 +958,7 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
 )
 
 FUNCTIONS: Final[tuple[Function, ...]] = _CORE_FUNCTIONS + tuple(
-    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost)
+    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost, RESULT_COSTS.get(name))
     for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS + LIB_FUNCTIONS
     if impl is not None
 )

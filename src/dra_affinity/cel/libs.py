@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from . import lib_net, lib_time, lib_url
+from . import lib_net, lib_strings, lib_time, lib_url
 from . import types as T
 from .values import register_value_type
 
@@ -31,6 +31,7 @@ LIB_FUNCTIONS: Final[tuple[tuple[Any, ...], ...]] = (
     *lib_net.NET_FUNCTIONS,
     *lib_url.URL_FUNCTIONS,
     *lib_time.TIME_FUNCTIONS,
+    *lib_strings.STRING_FUNCTIONS,
     ("string", False, 1, None, [(_S, lib_net.IP_TYPE), (_S, lib_net.CIDR_TYPE),
                                 (_S, lib_time.TIMESTAMP_TYPE), (_S, lib_time.DURATION_TYPE)], None),
     ("int", False, 1, None, [(T.INT, lib_time.TIMESTAMP_TYPE), (T.INT, lib_time.DURATION_TYPE)], None),
@@ -44,7 +45,13 @@ CONVERSIONS: Final[Mapping[str, Mapping[type, Callable[[Any], object]]]] = {
 }
 
 # Namespaces of global library functions (`ip.isCanonical(s)`).
-LIB_NAMESPACES: Final = frozenset({"ip"})
+LIB_NAMESPACES: Final = frozenset({"ip", "strings"})
+
+# Functions whose result is charged after the call, by its size (name -> cost).
+RESULT_COSTS: Final = lib_strings.RESULT_COSTS
+
+# The checker's compile-time check of 'literal'.format([literal list]).
+validate_literal_format = lib_strings.validate_literal_format
 
 _ESTIMATORS: Final = (lib_net.estimate, lib_url.estimate, lib_time.estimate)
 
@@ -60,8 +67,14 @@ TIME_NO_MATCH = lib_time.NO_MATCH
 
 
 
-def estimate_call(name: str, sizes: list[int]) -> tuple[int, int] | None:
-    """Static (cost, result size) of a library call, or None if no library module owns it."""
+def estimate_call(name: str, sizes: list[int], data_bound: int = 0) -> tuple[int, int] | None:
+    """Static (cost, result size) of a library call, or None if no library module owns it.
+
+    ``data_bound``: the estimate's bound on data-derived strings (0 for the minimum).
+    """
+    fmt = lib_strings.estimate(name, sizes, data_bound)
+    if fmt is not None:
+        return fmt
     for est in _ESTIMATORS:
         r = est(name, sizes)
         if r is not None:
