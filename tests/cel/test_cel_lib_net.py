@@ -49,6 +49,9 @@ VALUES = [
     ("string(cidr('10.0.0.1/24').ip())", "10.0.0.1"),
     ("string(cidr('10.0.0.1/24').masked())", "10.0.0.0/24"),
     ("string(cidr('2001:db8::1/32').masked())", "2001:db8::/32"),
+    ("string(cidr('::/0').masked())", "::/0"),  # the family is kept (the integer 0 is not IPv4)
+    ("cidr('::/0').containsIP('::1')", True),
+    ("cidr('::/0').containsIP('0.0.0.1')", False),
     ("cidr('10.0.0.0/8').prefixLength()", 8),
     ("isCIDR('10.0.0.0/8')", True),
     ("isCIDR('10.0.0.0/33')", False),

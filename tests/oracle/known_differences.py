@@ -78,18 +78,12 @@ CEL_KNOWN: list[Known] = [
         subject=r"\.(all|exists|exists_one)\(\w+, \w+, |\.transform(List|Map|MapEntry)\(",
     ),
     Known(
-        "extended lists library",
-        "cel-go ext.Lists (`lists.range`, `.slice`, `.flatten`, `.distinct`, `.sort`, "
-        "`.sortBy`, `.reverse` on lists; Kubernetes uses ext.Lists since 1.29-1.37) is "
-        "missing: compile error for us.",
+        "ext.Lists sortBy",
+        "cel-go ext.Lists' `sortBy(e, key)` macro (Kubernetes 1.34+) expands into a binding "
+        "comprehension (as `cel.bind`) around `@sortByAssociatedKeys`; it is not implemented "
+        "here: compile error for us.",
         ANY,
-        subject=r"\blists\.range\(|\.(slice|flatten|distinct|sort|sortBy)\(",
-    ),
-    Known(
-        "sets library",
-        "cel-go ext.Sets (`sets.contains/intersects/equivalent`, since 1.29) is missing.",
-        ANY,
-        subject=r"\bsets\.",
+        subject=r"\.sortBy\(",
     ),
     # ------------------------------------------------------------ compile-time checks
     Known(

@@ -92,7 +92,9 @@ class CIDR:
         return math.ceil(self.bits / 8)
 
     def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-        return ipaddress.ip_network((int(self.addr), self.bits), strict=False)
+        if self.addr.version == 6:
+            return ipaddress.IPv6Network((int(self.addr), self.bits), strict=False)
+        return ipaddress.IPv4Network((int(self.addr), self.bits), strict=False)
 
     def contains(self, a: _Addr) -> bool:
         return a.version == self.addr.version and a in self.network()
