@@ -48,6 +48,7 @@ class Program:
     static_type: Ty
     cost_estimate: CostEstimate
     _fn: Fn
+    _device_vars: tuple[str, ...]
 
     def __init__(
         self,

@@ -568,11 +568,11 @@ _ACCESSORS: Final = (
 
 def to_int(x: Any) -> int:
     """``int(ts)``: Unix seconds; ``int(d)``: nanoseconds."""
-    return x.sec if type(x) is Timestamp else x.ns  # type: ignore[no-any-return]
+    return x.sec if type(x) is Timestamp else x.ns
 
 
 def to_string(x: Any) -> str:
-    return x.rfc3339() if type(x) is Timestamp else x.seconds_text()  # type: ignore[no-any-return]
+    return x.rfc3339() if type(x) is Timestamp else x.seconds_text()
 
 
 def _parse_cost(args: tuple[object, ...]) -> int:
