@@ -77,14 +77,6 @@ CEL_KNOWN: list[Known] = [
         ANY,
         subject=r"\.(all|exists|exists_one)\(\w+, \w+, |\.transform(List|Map|MapEntry)\(",
     ),
-    Known(
-        "ext.Lists sortBy",
-        "cel-go ext.Lists' `sortBy(e, key)` macro (Kubernetes 1.34+) expands into a binding "
-        "comprehension (as `cel.bind`) around `@sortByAssociatedKeys`; it is not implemented "
-        "here: compile error for us.",
-        ANY,
-        subject=r"\.sortBy\(",
-    ),
     # ------------------------------------------------------------ compile-time checks
     Known(
         "cel.bind in device selectors",
@@ -169,6 +161,16 @@ CEL_KNOWN: list[Known] = [
         where=_ours_message(r"for has\(\) field test"),
     ),
     # ----------------------------------------------------------------------- cost
+    Known(
+        "runtime cost: library work charged (deliberate)",
+        "We charge work Kubernetes leaves uncharged (docs/decisions.md, 'CEL libraries'): "
+        "`isURL` parses like `url()` (0.1 per character, Kubernetes 1), `getQuery()` pays for "
+        "the map it builds, `containsIP`/`containsCIDR` always pay the parse of a string "
+        "argument (Kubernetes only when its static type is string).",
+        frozenset({"cost"}),
+        subject=r"\bisURL\(object|\.getQuery\(|\.contains(IP|CIDR)\(object",
+        where=_costs(lambda o, u: o > u),
+    ),
     Known(
         "runtime cost: constant folding",
         "Upstream's runtime cost is lower: OptOptimize precomputes constant subexpressions "

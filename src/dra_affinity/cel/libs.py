@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from . import lib_net, lib_strings, lib_time, lib_url
+from . import lib_lists, lib_net, lib_strings, lib_time, lib_url
 from . import types as T
 from .values import register_value_type
 
@@ -32,6 +32,7 @@ LIB_FUNCTIONS: Final[tuple[tuple[Any, ...], ...]] = (
     *lib_url.URL_FUNCTIONS,
     *lib_time.TIME_FUNCTIONS,
     *lib_strings.STRING_FUNCTIONS,
+    *lib_lists.LIST_FUNCTIONS,
     ("string", False, 1, None, [(_S, lib_net.IP_TYPE), (_S, lib_net.CIDR_TYPE),
                                 (_S, lib_time.TIMESTAMP_TYPE), (_S, lib_time.DURATION_TYPE)], None),
     ("int", False, 1, None, [(T.INT, lib_time.TIMESTAMP_TYPE), (T.INT, lib_time.DURATION_TYPE)], None),
@@ -53,7 +54,7 @@ RESULT_COSTS: Final = lib_strings.RESULT_COSTS
 # The checker's compile-time check of 'literal'.format([literal list]).
 validate_literal_format = lib_strings.validate_literal_format
 
-_ESTIMATORS: Final = (lib_net.estimate, lib_url.estimate, lib_time.estimate)
+_ESTIMATORS: Final = (lib_net.estimate, lib_url.estimate, lib_time.estimate, lib_lists.estimate)
 
 # Global functions whose literal argument is checked when compiling, as Kubernetes'
 # AST validators do (cel.ValidateTimestampLiterals, cel.ValidateDurationLiterals).
