@@ -150,3 +150,28 @@ def test_domain_map_is_not_mutated_or_shared() -> None:
     prog = SELECTOR_ENV.compile("size(device.attributes['x.com']) == 0")
     assert prog.evaluate({"device": DEVICE}, 1000)[0] is True
     assert set(DEVICE["attributes"]) == {"gpu.example.com"}  # type: ignore[arg-type]
+
+
+# -- the static estimate bounds the runtime cost of library results --------------------
+
+BOUNDED = [
+    ("[[1], [[2]]].flatten(2).sum()", None),
+    ("[[1], [2, 3]].flatten().isSorted()", None),
+    ("lists.range(5).isSorted()", None),
+    ("lists.range(50).map(i, string(i)).sortBy(s, s).isSorted()", None),
+    ("url(object.u).getQuery().size() + size(url(object.u).getEscapedPath())",
+     {"u": "http://h/" + "%C3%BC" * 300 + "?" + "a=1&" * 300}),
+    ("'%s|%s'.format([object.l, object.m]).size()", {"l": ["\u4e16" * 50] * 20, "m": {"k": [1.5] * 40}}),
+    ("timestamp(object.t).getHours('Asia/Kolkata') + duration(object.d).getMinutes()",
+     {"t": "2024-01-02T03:04:05Z", "d": "-90s"}),
+    ("cidr(object.c).containsCIDR(object.c) && ip.isCanonical(object.i)", {"c": "2001:db8::/32", "i": "::1"}),
+]
+
+
+@pytest.mark.parametrize(("expr", "obj"), BOUNDED, ids=[b[0][:60] for b in BOUNDED])
+def test_runtime_cost_within_static_estimate(expr: str, obj: object) -> None:
+    from dra_affinity.cel import EXTRACTOR_ENV
+
+    prog = EXTRACTOR_ENV.compile(expr)
+    _, cost = prog.evaluate({"object": obj}, 10**7)
+    assert cost <= prog.cost_estimate.max
