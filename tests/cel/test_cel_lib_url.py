@@ -81,6 +81,11 @@ def test_url_costs() -> None:
     assert ev_cost("isURL(object.s)", {"object": {"s": s}})[1] == 2 + 4
     long = "http://h/" + "a" * 5000
     assert ev_cost("isURL(object.s)", {"object": {"s": long}})[1] == 2 + 501
+    # beyond Kubernetes: 1 per %-escape
+    escaped = "http://h/" + "%20" * 100  # 309 characters
+    assert ev_cost("isURL(object.s)", {"object": {"s": escaped}})[1] == 2 + 31 + 100
+    # getQuery: 0.1 per character of the query and 10 per parameter
+    assert ev_cost("url(object.s).getQuery()", {"object": {"s": "http://h/?a=1&b=2"}})[1] == 2 + 2 + 1 + 20
     prog = EXTRACTOR_ENV.compile("url(object.s).getQuery()")
     value, cost = prog.evaluate({"object": {"s": "http://h/?" + "a=1&" * 100}}, 10**6)
     assert value == {"a": ["1"] * 100}

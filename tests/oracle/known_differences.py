@@ -164,11 +164,12 @@ CEL_KNOWN: list[Known] = [
     Known(
         "runtime cost: library work charged (deliberate)",
         "We charge work Kubernetes leaves uncharged (docs/decisions.md, 'CEL libraries'): "
-        "`isURL` parses like `url()` (0.1 per character, Kubernetes 1), `getQuery()` pays for "
-        "the map it builds, `containsIP`/`containsCIDR` always pay the parse of a string "
-        "argument (Kubernetes only when its static type is string).",
+        "`isURL`/`url` pay 1 per %-escape besides 0.1 per character (Kubernetes: 1 and 0.1 per "
+        "character), `getQuery()` pays for the map it builds, `containsIP`/`containsCIDR` always pay the parse of a string "
+        "argument (Kubernetes only when its static type is string), `format` pays 0.1 per "
+        "character of its result.",
         frozenset({"cost"}),
-        subject=r"\bisURL\(object|\.getQuery\(|\.contains(IP|CIDR)\(object",
+        subject=r"\b(isURL|url)\(object|\.getQuery\(|\.contains(IP|CIDR)\(object|\.format\(",
         where=_costs(lambda o, u: o > u),
     ),
     Known(

@@ -15,8 +15,10 @@ plus a parse of a string argument.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
+import re
 from typing import Any, Final
 
 from . import types as T
@@ -91,13 +93,11 @@ class CIDR:
         """Bytes covered by the prefix, ``ceil(bits / 8)``: its size in Kubernetes' cost model."""
         return math.ceil(self.bits / 8)
 
-    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-        if self.addr.version == 6:
-            return ipaddress.IPv6Network((int(self.addr), self.bits), strict=False)
-        return ipaddress.IPv4Network((int(self.addr), self.bits), strict=False)
-
     def contains(self, a: _Addr) -> bool:
-        return a.version == self.addr.version and a in self.network()
+        if a.version != self.addr.version:
+            return False
+        shift = self.addr.max_prefixlen - self.bits
+        return int(a) >> shift == int(self.addr) >> shift
 
 
 def _nso(name: str, *args: Any) -> CELEvalError:
@@ -106,8 +106,19 @@ def _nso(name: str, *args: Any) -> CELEvalError:
     )
 
 
+_IPV4: Final = re.compile(r"(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\Z")
+
+
+@functools.lru_cache(maxsize=1024)
 def _parse_addr(raw: str) -> _Addr:
-    """``netip.ParseAddr`` plus Kubernetes' refusals; ValueError with the reason."""
+    """``netip.ParseAddr`` plus Kubernetes' refusals; ValueError with the reason.
+
+    Cached: addresses are immutable, and a loop over one data string parses it once."""
+    m = _IPV4.match(raw)
+    if m is not None:
+        parts = [int(g) for g in m.groups()]
+        if max(parts) <= 255:
+            return ipaddress.IPv4Address((parts[0] << 24) | (parts[1] << 16) | (parts[2] << 8) | parts[3])
     if "%" in raw:
         raise ValueError(f"IP address {raw!r} with zone value is not allowed")
     if not raw.isascii() or not raw or raw != raw.strip():
@@ -121,6 +132,7 @@ def _parse_addr(raw: str) -> _Addr:
     return addr
 
 
+@functools.lru_cache(maxsize=1024)
 def _parse_cidr(raw: str) -> CIDR:
     """``netip.ParsePrefix`` plus Kubernetes' refusal of IPv4-mapped IPv6."""
     head, sep, bits_text = raw.rpartition("/")
@@ -275,7 +287,10 @@ def prefix_length(c: Any) -> int:
 
 def masked(c: Any) -> CIDR:
     n = _cidr_of("masked", c)
-    return CIDR(n.network().network_address, n.bits)
+    shift = n.addr.max_prefixlen - n.bits
+    value = int(n.addr) >> shift << shift
+    addr = ipaddress.IPv6Address(value) if n.addr.version == 6 else ipaddress.IPv4Address(value)
+    return CIDR(addr, n.bits)
 
 
 def to_string(x: Any) -> str:

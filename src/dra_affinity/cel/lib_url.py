@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from typing import Any, Final
+from urllib.parse import unquote_to_bytes
 
 from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
@@ -60,7 +62,34 @@ def _should_escape(c: int, mode: int) -> bool:
     return not (mode == _FRAGMENT and c in b"!()*")
 
 
+_CTL: Final = bytes(range(0x20)) + b"\x7f"
+_BAD_ESCAPE: Final = re.compile(rb"%(?![0-9a-fA-F]{2})")
+_ESCAPE_SEQ: Final = re.compile(rb"%([0-9a-fA-F]{2})")
+
+
+def _escape_class(mode: int) -> re.Pattern[bytes]:
+    chars = b"".join(re.escape(bytes([c])) for c in range(256) if _should_escape(c, mode))
+    return re.compile(b"[" + chars + b"]")
+
+
 def _unescape(s: bytes, mode: int) -> bytes:
+    """Go's ``unescape`` (regular expressions do the scanning; the rules are Go's)."""
+    if mode in (_HOST, _ZONE) or b"%" in s or (mode == _QUERY and b"+" in s):
+        return _unescape_slow(s, mode) if mode in (_HOST, _ZONE) else _unescape_fast(s, mode)
+    return s
+
+
+def _unescape_fast(s: bytes, mode: int) -> bytes:
+    bad = _BAD_ESCAPE.search(s)
+    if bad is not None:
+        raise _URLError(f"invalid URL escape {s[bad.start():bad.start() + 3]!r}")
+    if mode == _QUERY:
+        s = s.replace(b"+", b" ")
+    # every '%' starts a valid escape here, so the stdlib's decoder agrees with Go's
+    return unquote_to_bytes(s) if b"%" in s else s
+
+
+def _unescape_slow(s: bytes, mode: int) -> bytes:
     n = 0
     has_plus = False
     i = 0
@@ -101,7 +130,21 @@ def _unescape(s: bytes, mode: int) -> bytes:
     return bytes(out)
 
 
+_ESCAPE_CLASSES: Final = {m: _escape_class(m) for m in range(7)}
+_HEX_OF: Final = [b"%" + bytes([_UPPERHEX[c >> 4], _UPPERHEX[c & 15]]) for c in range(256)]
+
+
 def _escape(s: bytes, mode: int) -> bytes:
+    """Go's ``escape``: only the bytes that need it are rewritten."""
+    rx = _ESCAPE_CLASSES[mode]
+    if rx.search(s) is None:
+        return s
+    if mode == _QUERY:
+        return rx.sub(lambda m: b"+" if m.group(0) == b" " else _HEX_OF[m.group(0)[0]], s)
+    return rx.sub(lambda m: _HEX_OF[m.group(0)[0]], s)
+
+
+def _escape_slow(s: bytes, mode: int) -> bytes:
     out = bytearray()
     for c in s:
         if c == 0x20 and mode == _QUERY:
@@ -113,8 +156,22 @@ def _escape(s: bytes, mode: int) -> bytes:
     return bytes(out)
 
 
+_INVALID_ENCODED: Final = {
+    m: re.compile(
+        b"["
+        + b"".join(
+            re.escape(bytes([c]))
+            for c in range(256)
+            if c not in b"!$&'()*+,;=:@[]%" and _should_escape(c, m)
+        )
+        + b"]"
+    )
+    for m in (_PATH, _FRAGMENT)
+}
+
+
 def _valid_encoded(s: bytes, mode: int) -> bool:
-    return all(c in b"!$&'()*+,;=:@[]%" or not _should_escape(c, mode) for c in s)
+    return _INVALID_ENCODED[mode].search(s) is None
 
 
 def _valid_port(p: bytes) -> bool:
@@ -306,8 +363,9 @@ def _parse_authority(u: URL, authority: bytes) -> None:
         u._set("password", _unescape(password, _USERPASS))
 
 
-def _parse(raw: bytes, via_request: bool) -> URL:
-    if any(c < 0x20 or c == 0x7F for c in raw):
+def _parse(raw: bytes, via_request: bool, keep: bool = True) -> URL:
+    """Go's ``parse``; ``keep=False`` only validates (the raw path is not worked out)."""
+    if len(raw.translate(None, _CTL)) != len(raw):
         raise _URLError("net/url: invalid control character in URL")
     if not raw and via_request:
         raise _URLError("empty url")
@@ -341,14 +399,26 @@ def _parse(raw: bytes, via_request: bool) -> URL:
         u._set("omit_host", True)
     path = _unescape(rest, _PATH)
     u._set("path", path)
-    u._set("raw_path", b"" if _escape(path, _PATH) == rest else rest)
+    if keep:
+        u._set("raw_path", b"" if _is_canonical_path(rest) else rest)
     return u
+
+
+def _is_canonical_path(raw: bytes) -> bool:
+    """``escape(unescape(raw)) == raw`` for a path, without building the escaped text:
+    no byte outside escapes needs escaping, and every escape is upper-case and needed."""
+    if _ESCAPE_CLASSES[_PATH].search(raw.replace(b"%", b"")) is not None:
+        return False
+    for seq in set(_ESCAPE_SEQ.findall(raw)):
+        if seq != seq.upper() or not _should_escape(int(seq, 16), _PATH):
+            return False
+    return True
 
 
 def parse_url(text: str) -> URL:
     """Kubernetes' ``url()``: ``ParseRequestURI`` must accept the text; the value is ``Parse``'s."""
     raw = text.encode("utf-8", "surrogatepass")
-    _parse(raw, True)
+    _parse(raw, True, keep=False)
     head, sep, frag = raw.partition(b"#")
     u = _parse(head, False)
     if sep and frag:
@@ -383,7 +453,7 @@ def is_url(s: Any) -> bool:
     if type(s) is not str:
         raise _nso("isURL", s)
     try:
-        _parse(s.encode("utf-8", "surrogatepass"), True)
+        _parse(s.encode("utf-8", "surrogatepass"), True, keep=False)
     except _URLError:
         return False
     return True
@@ -434,14 +504,24 @@ def get_query(x: Any) -> dict[str, list[str]]:
 
 
 def _parse_cost(args: tuple[object, ...]) -> int:
+    # Kubernetes: 0.1 per character. Beyond it, 1 per percent-escape: decoding one
+    # costs far more than scanning a character.
     s = args[0]
-    return math.ceil(len(s) * 0.1) if type(s) is str else 1
+    return math.ceil(len(s) * 0.1) + s.count("%") if type(s) is str else 1
+
+
+QUERY_PARAMETER_COST: Final = 10
 
 
 def _query_cost(args: tuple[object, ...]) -> int:
-    # Beyond Kubernetes (1): the map built is as large as the query; charge its memory.
+    # Beyond Kubernetes (1): the map is as large as the query: 0.1 per character and,
+    # per parameter, what creating a list costs in cel-go (10).
     u = args[0]
-    return max(1, math.ceil(len(u.raw_query) * 0.1)) if type(u) is URL else 1
+    if type(u) is not URL:
+        return 1
+    q = u.raw_query
+    params = q.count(b"&") + 1 if q else 0
+    return max(1, math.ceil(len(q) * 0.1) + QUERY_PARAMETER_COST * params)
 
 
 def _one(_args: tuple[object, ...]) -> int:
@@ -467,9 +547,9 @@ def estimate(name: str, sizes: list[int]) -> tuple[int, int] | None:
     """Static (cost, result size) of a call, from its operands' size bounds."""
     n0 = sizes[0] if sizes else 1
     if name in ("url", "isURL"):
-        return max(math.ceil(n0 * 0.1), 1), n0
+        return max(math.ceil(n0 * 0.1) + n0, 1), n0
     if name in ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath"):
         return 1, 3 * n0  # escaping may triple the text
     if name == "getQuery":
-        return max(1, math.ceil(n0 * 0.1)), n0
+        return max(1, math.ceil(n0 * 0.1) + QUERY_PARAMETER_COST * (n0 // 2 + 1)), n0
     return None
