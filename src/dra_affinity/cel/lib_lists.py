@@ -65,9 +65,10 @@ def sort_by_associated_keys(lst: Any, keys: Any) -> list[object]:
         raise CELEvalError("list elements must be comparable", INVALID_ARGUMENT)
     if any(type(k) is not kind for k in ks):
         raise CELEvalError("list elements must have the same type", INVALID_ARGUMENT)
-    order = sorted(
-        range(len(items)), key=functools.cmp_to_key(lambda i, j: compare(ks[i], ks[j]) or 0)
-    )
+    def by_key(i: int, j: int) -> int:
+        return compare(ks[i], ks[j]) or 0
+
+    order = sorted(range(len(items)), key=functools.cmp_to_key(by_key))
     return [items[i] for i in order]
 
 
