@@ -155,3 +155,20 @@ def test_replace_copies_on_write_and_bumps_the_resource_version() -> None:
     assert int(again.metadata.resource_version or 0) == int(rv or 0) + 1
     assert "resource_version" in again.metadata.model_fields_set
     assert cluster.claim("default/p-nic") is again
+
+
+def test_a_status_write_needs_the_claim_as_it_was_read() -> None:
+    from dra_affinity.scheduler.view import WriteConflict
+
+    cluster = Cluster()
+    claim, _ = pod_objects("p", 0)
+    first = cluster.apply(claim).object
+    assert isinstance(first, ResourceClaim)
+    second = cluster.write_claim_status(first)  # at the version read: written
+    with pytest.raises(WriteConflict, match=r"changed since it was read \(resourceVersion"):
+        cluster.write_claim_status(first)  # stale: the claim moved on
+    assert cluster.claim("default/p-nic") is second  # nothing was written
+    cluster.delete("ResourceClaim", "default/p-nic")
+    with pytest.raises(WriteConflict, match="was deleted"):
+        cluster.write_claim_status(second)
+    assert cluster.claim("default/p-nic") is None

@@ -28,7 +28,7 @@ from dra_affinity.api.resource import (
     ResourceSlice,
 )
 from dra_affinity.features import Features
-from dra_affinity.scheduler.view import Listener
+from dra_affinity.scheduler.view import Listener, WriteConflict
 from dra_affinity.sim.store import DEFAULT_HOT, ObjectStore
 from dra_affinity.validation.apiserver import admit
 
@@ -280,6 +280,17 @@ class Cluster:
 
     # ------------------------------------------------------------------ scheduler writes
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
+        """The scheduler's status write, with the API server's precondition: the claim
+        must still exist and, when the write names a resourceVersion, still be at it
+        (else :class:`WriteConflict`, and nothing is written)."""
+        key = object_key(claim)
+        current = self._objects["ResourceClaim"].get(key)
+        if current is None:
+            raise WriteConflict(f"claim {key} was deleted")
+        rv = claim.metadata.resource_version
+        if rv is not None and rv != current.metadata.resource_version:
+            raise WriteConflict(f"claim {key} changed since it was read (resourceVersion {rv}, "
+                                f"now {current.metadata.resource_version})")
         stored = self.replace(claim)
         assert isinstance(stored, ResourceClaim)
         return stored
