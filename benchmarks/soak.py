@@ -67,8 +67,12 @@ def fit_slope(points: list[tuple[int, float]]) -> float:
 
 def soak(nodes: int = 500, devices_per_node: int = 8, slots: int = 4, occupancy: float = 0.7,
          attempts: int = 1_000_000, sample_every: int | None = None, seed: int = 1,
-         max_growth_mb: float = 16.0, progress: bool = False) -> dict[str, Any]:
-    """Run the soak in this process; returns the report (see the module docstring)."""
+         max_growth_mb: float = 16.0, progress: bool = False,
+         trace: Path | None = None) -> dict[str, Any]:
+    """Run the soak in this process; returns the report (see the module docstring).
+
+    ``trace``, if given, gets one line per sample as it is taken (``attempts rssMB``), so a
+    long run can be followed, and read if it is stopped before its report."""
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
     spec = WorkloadSpec(nodes=nodes, devices_per_node=devices_per_node, slots=slots, seed=seed)
@@ -124,6 +128,9 @@ def soak(nodes: int = 500, devices_per_node: int = 8, slots: int = 4, occupancy:
             cluster.delete("ResourceClaim", f"default/{name}-nic")
         if tried % every == 0 or tried == attempts:
             samples.append((tried, round(rss_mb(), 2)))
+            if trace is not None:
+                with trace.open("a") as f:
+                    f.write(f"{tried} {samples[-1][1]}\n")
             if progress:
                 print(f"\rsoak: {tried:,}/{attempts:,} attempts, RSS {samples[-1][1]:.1f} MB",
                       end="", file=sys.stderr, flush=True)
@@ -181,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-growth-mb", type=float, default=16.0)
     ap.add_argument("--output", type=Path, default=None, help="also write the JSON report here")
+    ap.add_argument("--trace", type=Path, default=None,
+                    help="append each sample to this file as it is taken ('attempts rssMB')")
     args = ap.parse_args(argv)
     for name in ("nodes", "devices_per_node", "slots", "attempts"):
         if getattr(args, name) < 1:
@@ -190,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 < args.occupancy < 1.0:
         ap.error("--occupancy must be between 0 and 1 (exclusive)")
     report = soak(args.nodes, args.devices_per_node, args.slots, args.occupancy, args.attempts,
-                  args.sample_every, args.seed, args.max_growth_mb, progress=sys.stderr.isatty())
+                  args.sample_every, args.seed, args.max_growth_mb, progress=sys.stderr.isatty(),
+                  trace=args.trace)
     text = json.dumps(report, indent=2)
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -33,9 +33,12 @@ def test_fit_slope() -> None:
     assert fit([(4, 1.0), (4, 9.0)]) == 0.0  # no spread in x: no slope
 
 
-def test_a_tiny_soak_reaches_steady_state_and_reports_its_structures() -> None:
+def test_a_tiny_soak_reaches_steady_state_and_reports_its_structures(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
     out = run_json([sys.executable, str(SOAK), "--nodes", "4", "--devices-per-node", "2",
-                    "--attempts", "300", "--sample-every", "20"])
+                    "--attempts", "300", "--sample-every", "20", "--trace", str(trace)])
+    lines = [ln.split() for ln in trace.read_text().splitlines()]
+    assert [[int(a), float(r)] for a, r in lines] == out["rssSamplesMB"]
     assert out["fillAttempts"] is not None and 0 < out["fillAttempts"] < 300
     assert out["workload"]["targetPods"] == 22  # floor(0.7 * 32)
     # Held there: a departure before each arrival, and an arrival that finds no room leaves one less.
