@@ -71,3 +71,15 @@ def test_rss_stays_flat_over_20000_attempts() -> None:
     assert out["verdict"] == "PASS", (out["fittedGrowthMB"], out["rssSamplesMB"])
     assert out["steadySamples"] >= 10
     assert out["structures"]["storedClaims"] == out["livePods"]
+
+
+def test_the_scale_variable_shortens_the_run_and_says_so() -> None:
+    p = subprocess.run([sys.executable, str(SOAK), "--nodes", "300", "--devices-per-node", "2",
+                        "--attempts", "4000", "--sample-every", "1000"],
+                       capture_output=True, text=True, timeout=300, check=False,
+                       env={**os.environ, "DRA_AFFINITY_BENCH_SCALE": "0.01"})
+    assert "--nodes 300 -> 3, --attempts 4000 -> 40, --sample-every 1000 -> 10" in p.stderr
+    assert '"attempts": 40' in p.stdout and '"nodes": 3' in p.stdout
+    bad = subprocess.run([sys.executable, str(SOAK)], capture_output=True, text=True, timeout=120,
+                         check=False, env={**os.environ, "DRA_AFFINITY_BENCH_SCALE": "2"})
+    assert bad.returncode == 2 and "must be a number greater than 0" in bad.stderr
