@@ -217,12 +217,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--sample-every must be at least 1")
     if not 0.0 < args.occupancy < 1.0:
         ap.error("--occupancy must be between 0 and 1 (exclusive)")
+    for path in (args.trace, args.output):
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if path is args.trace:
+                    path.write_text("")  # a fresh trace per run
+            except OSError as e:
+                ap.error(f"{path}: cannot be written: {e.strerror or e}")
     report = soak(args.nodes, args.devices_per_node, args.slots, args.occupancy, args.attempts,
                   args.sample_every, args.seed, args.max_growth_mb, progress=sys.stderr.isatty(),
                   trace=args.trace)
     text = json.dumps(report, indent=2)
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text + "\n")
     print(text)
     print(f"{report['verdict']}: {report['criterion']}; fitted growth "

@@ -34,7 +34,7 @@ def test_fit_slope() -> None:
 
 
 def test_a_tiny_soak_reaches_steady_state_and_reports_its_structures(tmp_path: Path) -> None:
-    trace = tmp_path / "trace.txt"
+    trace = tmp_path / "new" / "trace.txt"  # its folder is made
     out = run_json([sys.executable, str(SOAK), "--nodes", "4", "--devices-per-node", "2",
                     "--attempts", "300", "--sample-every", "20", "--trace", str(trace)])
     lines = [ln.split() for ln in trace.read_text().splitlines()]
@@ -54,6 +54,7 @@ def test_a_tiny_soak_reaches_steady_state_and_reports_its_structures(tmp_path: P
     (["--attempts", "0"], "--attempts must be at least 1"),
     (["--occupancy", "1.5"], "--occupancy must be between 0 and 1"),
     (["--sample-every", "0"], "--sample-every must be at least 1"),
+    (["--trace", "/proc/no/such/trace"], "/proc/no/such/trace: cannot be written"),
 ])
 def test_bad_options_are_refused(args: list[str], message: str) -> None:
     p = subprocess.run([sys.executable, str(SOAK), *args], capture_output=True, text=True,
