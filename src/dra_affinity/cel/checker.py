@@ -17,6 +17,7 @@ from . import ast as A
 from . import types as T
 from .errors import CELCompileError
 from .library import FUNCTION_NAMES, REGISTRY, Overload
+from .libs import TIME_TYPES, time_arith_type, validate_literal_format
 from .quantity import Quantity
 from .semver import Semver
 from .types import Ty
@@ -46,6 +47,7 @@ def const_type(value: object) -> Ty:
     if t is Semver:
         return T.SEMVER
     return T.DYN
+
 
 
 def _err(msg: str, node: A.Expr) -> CELCompileError:
@@ -199,6 +201,11 @@ class Checker:
             if rn == "map" and T.comparable_eq(lt, rt.key):
                 return T.BOOL
             raise fail
+        if ln in TIME_TYPES or rn in TIME_TYPES:
+            time_result = time_arith_type(op, ln, rn)
+            if time_result is None:
+                raise fail
+            return time_result
         allowed = {
             "+": ("int", "uint", "double", "string", "bytes", "list"),
             "-": ("int", "uint", "double"),
@@ -269,6 +276,18 @@ class Checker:
         if not results:
             shape = f"{recv}.({_sig(args)})" if member else f"({_sig(args)})"
             raise _err(f"found no matching overload for '{e.name}' applied to '{shape}'", e)
+        if (
+            e.name == "format"
+            and isinstance(e.target, A.Const)
+            and type(e.target.value) is str
+            and len(e.args) == 1
+            and isinstance(e.args[0], A.ListLit)
+        ):
+            problem = validate_literal_format(
+                e.target.value, [self.types[x].name for x in e.args[0].elems]
+            )
+            if problem is not None:
+                raise _err(problem, e)
         first = results[0]
         return first if all(r == first for r in results) else T.DYN
 

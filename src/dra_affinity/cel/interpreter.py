@@ -28,6 +28,7 @@ from .errors import (
     CELEvalError,
 )
 from .library import REGEX_FUNCTIONS, REGISTRY, compile_regex, nso, str_cost
+from .libs import LITERAL_CHECKED
 from .meter import (
     LIST_CREATE_BASE_COST,
     MAP_CREATE_BASE_COST,
@@ -454,6 +455,11 @@ class Compiler:
                     compile_regex(pattern.value)
                 except CELEvalError as err:
                     raise CELCompileError(err.message, pattern.pos) from None
+        if e.name in LITERAL_CHECKED and e.target is None and isinstance(e.args[0], A.Const):
+            try:
+                fn.impl(e.args[0].value)
+            except CELEvalError as err:
+                raise CELCompileError(err.message, e.args[0].pos) from None
         arg_exprs = ((e.target,) if e.target is not None else ()) + e.args
         arg_fns = tuple(self.compile(a, scope) for a in arg_exprs if a is not None)
         return metered_call(fn.impl, fn.cost, fn.result_cost, arg_fns)

@@ -26,7 +26,9 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from . import ast as A
 from .errors import CELCompileError
+from .lib_lists import expand_sort_by
 from .library_ext import NAMESPACES
+from .libs import LIB_NAMESPACES
 from .values import UINT64_MAX, UInt
 
 # Nesting limit. cel-go's parser defaults to 250; ours is lower because every
@@ -352,9 +354,11 @@ class _Converter:
         macro2 = MACROS2.get((name, len(args)))
         if macro2 is not None:
             return self._two_var(pos, target, name, macro2, args)
+        if name == "sortBy" and len(args) == 2:
+            return expand_sort_by(pos, target, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
-            if isinstance(target, A.Ident) and target.name in NAMESPACES:
+            if isinstance(target, A.Ident) and target.name in NAMESPACES | LIB_NAMESPACES:
                 # a namespaced function of an extension library: sets.contains(a, b)
                 return A.Call(pos, f"{target.name}.{name}", None, args)
             return A.Call(pos, name, target, args)

@@ -27,8 +27,9 @@ def pool_info(p: Pool, preferred_keys: bool = False) -> PoolInfo:
         driver=p.driver,
         name=p.name,
         generation=p.generation,
-        # A pool whose keys are all preferred gates nothing.
-        declares_sharing_affinity=p.declares_sharing_affinity and bool(required),
+        # A pool whose keys are all preferred gates nothing; one whose extractors could
+        # not be read at all (slice_problems) gates every multi-allocatable device.
+        declares_sharing_affinity=p.declares_sharing_affinity and (bool(required) or not p.extractors),
         extractors=required,
         preferred_extractors=preferred,
         metadata_slices=meta,
@@ -48,8 +49,10 @@ def _split(qualified: str, driver: str) -> tuple[str, str]:
 def device_activation(driver: str, dev: Device) -> dict[str, Any]:
     """``device`` as DRA CEL selectors see it: attributes and capacity by domain."""
     from dra_affinity.cel import Semver
+    from dra_affinity.cel.lib_dra import DomainMap
 
-    attrs: dict[str, dict[str, Any]] = {}
+    # Unknown domains read as empty maps, as in Kubernetes' activation.
+    attrs: dict[str, dict[str, Any]] = DomainMap()
     for q, a in dev.attributes.items():
         domain, name = _split(q, driver)
         v: Any = a.value()
@@ -59,7 +62,7 @@ def device_activation(driver: str, dev: Device) -> dict[str, Any]:
             except ValueError:
                 v = a.version
         attrs.setdefault(domain, {})[name] = v
-    caps: dict[str, dict[str, Any]] = {}
+    caps: dict[str, dict[str, Any]] = DomainMap()
     for q, c in dev.capacity.items():
         domain, name = _split(q, driver)
         caps.setdefault(domain, {})[name] = c.value
@@ -118,8 +121,9 @@ class Snapshot:
 
     @classmethod
     def build(cls, slices: Sequence[ResourceSlice], nodes: Sequence[str],
-              labels: Mapping[str, Mapping[str, str]], *, preferred_keys: bool = False) -> Snapshot:
-        gathered = gather_pools(slices)
+              labels: Mapping[str, Mapping[str, str]], *, preferred_keys: bool = False,
+              slice_problems: Mapping[str, str] | None = None) -> Snapshot:
+        gathered = gather_pools(slices, slice_problems)
         pools: dict[PoolID, PoolInfo] = {}
         ordered: list[tuple[ResourceSlice, Device, PoolInfo]] = []
         for pid in sorted(gathered):
