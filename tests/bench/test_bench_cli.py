@@ -36,6 +36,13 @@ def test_bench_json_interface() -> None:
     assert isinstance(rows, list)
     assert [(r["nodes"], r["devicesPerNode"]) for r in rows] == [(4, 1), (4, 2), (8, 1), (8, 2)]
     assert all(r["podsPerSecond"] > 0 for r in rows)
+    # The whole command's CPU against the timed scheduling in it (both fills and the cells).
+    timed = wa["schedulingSeconds"] + wo["schedulingSeconds"] + 0.0
+    assert out["timedSchedulingSeconds"] >= round(timed, 3) - 0.002  # + the scaling cells
+    assert out["wholeRunCpuSeconds"] > out["timedSchedulingSeconds"] > 0
+    assert out["wholeRunCpuRatio"] == round(out["wholeRunCpuSeconds"] / out["timedSchedulingSeconds"], 3)
+    for v in (wa, wo):
+        assert v["processCpuSeconds"] >= v["schedulingSeconds"] > 0
 
 
 def test_bench_rejects_bad_scaling_lists() -> None:

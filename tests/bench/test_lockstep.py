@@ -60,3 +60,40 @@ def test_a_failing_variant_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(throughput, "run_fill", fake)
     with pytest.raises(RuntimeError, match="ValueError: baseline broke"):
         run_lockstep([replace(SPEC, affinity=True), replace(SPEC, affinity=False)])
+
+
+def test_counting_recorder_keeps_no_events() -> None:
+    from dra_affinity.bench.throughput import CountingRecorder
+
+    rec = CountingRecorder()
+    for i in range(5):
+        rec.event(f"Pod default/p{i}", "Normal", "Scheduled", "assigned")
+    rec.event("Pod default/x", "Warning", "FailedScheduling", "no fit")
+    assert rec.events == [] and rec.counts == {"Scheduled": 5, "FailedScheduling": 1}
+
+
+def test_a_departed_pods_claim_is_deleted_too() -> None:
+    """Nothing of a departed pod stays in the cluster: live claims equal live pods."""
+    from dra_affinity.bench import throughput
+    from dra_affinity.sim.cluster import Cluster
+    from dra_affinity.sim.workload import WorkloadSpec
+
+    seen: list[Cluster] = []
+    real = throughput.build_cluster
+
+    def spy(spec: WorkloadSpec, progress: object = None) -> Cluster:
+        c = real(spec)
+        seen.append(c)
+        return c
+
+    import pytest
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(throughput, "build_cluster", spy)
+    try:
+        out = throughput.run_fill(WorkloadSpec(nodes=6, devices_per_node=2, churn=0.3, seed=2))
+    finally:
+        mp.undo()
+    assert out["deletions"] > 0
+    (cluster,) = seen
+    assert cluster.count("ResourceClaim") == cluster.count("Pod") == out["scheduled"] - out["deletions"]

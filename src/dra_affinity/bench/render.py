@@ -32,6 +32,10 @@ def render_bench(out: dict[str, Any], console: Console) -> None:
                   f"{r['filterP99Ms']:.3f}", f"{r['peakMemoryMB']:.0f}", str(r["attempts"]))
     console.print(t)
     console.print(f"overhead ratio (with / without): {out['overheadRatio']}")
+    if out.get("wholeRunCpuSeconds") is not None:
+        console.print(f"whole run: {out['wholeRunCpuSeconds']:.1f} s CPU for "
+                      f"{out['timedSchedulingSeconds']:.1f} s of timed scheduling "
+                      f"(ratio {out['wholeRunCpuRatio']})")
     d = Table(title="pods/s per fill decile", title_justify="left")
     d.add_column("fill")
     d.add_column("with", justify="right")

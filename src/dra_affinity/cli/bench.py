@@ -168,6 +168,7 @@ def _bench_throughput(scale: float | None, scaling: bool, scaling_pods: int,
                       scaling_nodes: tuple[int, ...], scaling_devices: tuple[int, ...],
                       **workload: Any) -> dict[str, Any]:
     from dra_affinity.bench.throughput import bench as run_bench
+    from dra_affinity.bench.throughput import tree_cpu_seconds
     from dra_affinity.progress import phase_progress
     from dra_affinity.sim.workload import WorkloadSpec
 
@@ -182,6 +183,12 @@ def _bench_throughput(scale: float | None, scaling: bool, scaling_pods: int,
     with phase_progress() as progress:
         out = run_bench(spec, scaling=scaling, scaling_pods=sp, scaling_nodes=sn,
                         scaling_devices=scaling_devices, progress=progress)
+    # The whole command: this process from its start (interpreter, imports, parsing) and
+    # every benchmark process it ran, not only the part bench() saw.
+    whole = tree_cpu_seconds()
+    out["wholeRunCpuSeconds"] = round(whole, 3)
+    timed = out.get("timedSchedulingSeconds") or 0.0
+    out["wholeRunCpuRatio"] = round(whole / timed, 3) if timed else None
     if scale is not None:
         out["workload"]["sizeScale"] = scale
     return out

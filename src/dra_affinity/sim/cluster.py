@@ -28,13 +28,17 @@ from dra_affinity.api.resource import (
     ResourceSlice,
 )
 from dra_affinity.features import Features
-from dra_affinity.scheduler.view import Listener
+from dra_affinity.scheduler.view import Listener, WriteConflict
+from dra_affinity.sim.store import DEFAULT_HOT, ObjectStore
 from dra_affinity.validation.apiserver import admit
 
 T = TypeVar("T", bound=TypedObject)
 
 CLUSTER_SCOPED = {"Node", "DeviceClass", "ResourceSlice"}
 KIND_ORDER = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
+#: Kinds that a large cluster holds by the hundred thousand and that are kept compact at
+#: rest (see :mod:`dra_affinity.sim.store`); the others are few and always typed.
+COMPACT_KINDS = frozenset({"Pod", "ResourceClaim"})
 
 
 def object_key(obj: TypedObject) -> str:
@@ -69,11 +73,15 @@ class Cluster:
 
     Implements :class:`~dra_affinity.scheduler.view.ClusterView` for the scheduler."""
 
-    def __init__(self, features: Features | None = None) -> None:
+    def __init__(self, features: Features | None = None, *, hot: int | None = DEFAULT_HOT) -> None:
+        """``hot``: how many pods and how many claims are kept typed; the rest are kept
+        compact until read (``None``: all typed). Reads return equal objects either way."""
         # The API server reads its own gates of these (drop-on-disable of new fields).
         self.features = features or Features()
-        self._objects: dict[str, dict[str, TypedObject]] = {k: {} for k in KIND_ORDER}
+        self._objects: dict[str, ObjectStore[TypedObject]] = {
+            k: ObjectStore(hot if k in COMPACT_KINDS else None) for k in KIND_ORDER}
         self.node_order: list[str] = []  # first appearance, as SCENARIO.md orders nodes
+        self._node_set: set[str] = set()
         self.listeners: list[Listener] = []
         self._resource_version = 0
         self.generation = 0  # bumps on every change; lets readers cache views
@@ -86,7 +94,11 @@ class Cluster:
         return list(self._objects[kind].values())
 
     def items(self, kind: str) -> Iterator[tuple[str, TypedObject]]:
-        return iter(self._objects[kind].items())
+        return self._objects[kind].items()
+
+    def count(self, kind: str) -> int:
+        """How many objects of ``kind`` are stored."""
+        return len(self._objects[kind])
 
     def slices(self) -> list[ResourceSlice]:
         return [s for s in self._objects["ResourceSlice"].values() if isinstance(s, ResourceSlice)]
@@ -145,13 +157,13 @@ class Cluster:
             meta.uid or make_uid(obj.kind, key))
         meta.resource_version = str(self._resource_version)
         gen = (old.metadata.generation or 1) if old is not None else 1
-        if old is not None and _spec(old) != _spec(obj):
+        if old is not None and _spec_changed(old, obj):
             gen += 1
         meta.generation = gen
         return obj.model_copy(update={"metadata": meta})
 
-    def _store(self, obj: TypedObject, old: TypedObject | None) -> None:
-        self._objects[obj.kind][object_key(obj)] = obj
+    def _store(self, obj: TypedObject, old: TypedObject | None, key: str | None = None) -> None:
+        self._objects[obj.kind].put(key or object_key(obj), obj)
         self.generation += 1
         self._note_nodes(obj)
         for li in self.listeners:
@@ -163,7 +175,8 @@ class Cluster:
             name = obj.metadata.name
         elif isinstance(obj, ResourceSlice):
             name = obj.spec.node_name
-        if name and name not in self.node_order:
+        if name and name not in self._node_set:
+            self._node_set.add(name)
             self.node_order.append(name)
 
     def apply(self, obj: TypedObject) -> WriteResult:
@@ -227,17 +240,26 @@ class Cluster:
             self._create_template_claims(pod, WriteResult(True))
 
     def replace(self, obj: TypedObject) -> TypedObject:
-        """Controller/scheduler write of status (no admission: status subresource)."""
+        """Controller/scheduler write of status (no admission: status subresource).
+
+        Copy on write: the stored object is a shallow copy of ``obj`` with new metadata
+        (its resourceVersion), so nothing the caller holds is changed, and sub-objects
+        are shared with ``obj`` (stored objects are never mutated)."""
         key = object_key(obj)
         old = self._objects[obj.kind].get(key)
         self._resource_version += 1
-        meta = obj.metadata.model_copy(update={"resource_version": str(self._resource_version)})
-        stored = obj.model_copy(update={"metadata": meta})
-        self._store(stored, old)
+        meta = obj.metadata.__copy__()
+        meta.__dict__["resource_version"] = str(self._resource_version)
+        meta.__pydantic_fields_set__.add("resource_version")
+        stored = obj.__copy__()
+        stored.__dict__["metadata"] = meta
+        stored.__pydantic_fields_set__.add("metadata")
+        self._store(stored, old, key)
         return stored
 
     def delete(self, kind: str, key: str) -> TypedObject | None:
-        old = self._objects.get(kind, {}).pop(key, None)
+        store = self._objects.get(kind)
+        old = store.pop(key) if store is not None else None
         if old is None:
             return None
         self.generation += 1
@@ -269,6 +291,17 @@ class Cluster:
 
     # ------------------------------------------------------------------ scheduler writes
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
+        """The scheduler's status write, with the API server's precondition: the claim
+        must still exist and, when the write names a resourceVersion, still be at it
+        (else :class:`WriteConflict`, and nothing is written)."""
+        key = object_key(claim)
+        current = self._objects["ResourceClaim"].get(key)
+        if current is None:
+            raise WriteConflict(f"claim {key} was deleted")
+        rv = claim.metadata.resource_version
+        if rv is not None and rv != current.metadata.resource_version:
+            raise WriteConflict(f"claim {key} changed since it was read (resourceVersion {rv}, "
+                                f"now {current.metadata.resource_version})")
         stored = self.replace(claim)
         assert isinstance(stored, ResourceClaim)
         return stored
@@ -278,8 +311,16 @@ class Cluster:
         self.replace(pod.model_copy(update={"spec": spec}))
 
 
-def _spec(obj: BaseModel) -> Any:
-    spec = getattr(obj, "spec", None)
+def _spec_changed(old: BaseModel, new: BaseModel) -> bool:
+    """Whether an update changes the spec (bumps metadata.generation). An unchanged
+    spec is most often the very same object (copy on write), which needs no dump."""
+    a, b = getattr(old, "spec", None), getattr(new, "spec", None)
+    if a is b:
+        return False
+    return bool(_dump(a) != _dump(b))
+
+
+def _dump(spec: Any) -> Any:
     return spec.model_dump() if isinstance(spec, BaseModel) else None
 
 

@@ -1,0 +1,174 @@
+"""The cluster store: compact objects at rest read back equal, the typed set is bounded,
+and a cluster that compacts everything behaves exactly like one that compacts nothing."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dra_affinity.api.core import Pod
+from dra_affinity.api.resource import ResourceClaim
+from dra_affinity.cli import main
+from dra_affinity.features import Features
+from dra_affinity.scheduler.fastpath import FastPaths
+from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.sim import runner
+from dra_affinity.sim.cluster import Cluster
+from dra_affinity.sim.store import Compact, ObjectStore, _Codec
+from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, slices
+from dra_affinity.structured.model import Result
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _scheduled_cluster(hot: int | None, pods: int = 12) -> tuple[Cluster, Scheduler]:
+    cluster = Cluster(hot=hot)
+    assert cluster.apply(device_class()).applied
+    spec = WorkloadSpec(nodes=3, devices_per_node=2, slots=2)
+    for i in range(spec.nodes):
+        for s in slices(spec, i):
+            assert cluster.apply(s).applied
+    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
+    sched.start()
+    for i in range(pods):
+        claim, pod = pod_objects(f"pod-{i:07d}", i % 3)
+        assert cluster.apply(claim).applied and cluster.apply(pod).applied
+        assert sched.schedule(f"default/pod-{i:07d}").result is Result.SCHEDULED
+    return cluster, sched
+
+
+def test_codec_round_trip_is_exact_for_allocated_claims_and_bound_pods() -> None:
+    cluster, _ = _scheduled_cluster(hot=None, pods=4)
+    codec = _Codec()
+    objs = [*cluster.list_objects("ResourceClaim"), *cluster.list_objects("Pod"),
+            *cluster.list_objects("ResourceSlice"), *cluster.list_objects("DeviceClass")]
+    assert objs
+    for obj in objs:
+        back = codec.decode(codec.encode(obj))
+        assert type(back) is type(obj)
+        assert back == obj
+        # What was set (exclude_unset dumps, manifests) survives, and key order with it.
+        assert back.to_dict() == obj.to_dict()
+        assert back.model_dump_json() == obj.model_dump_json()
+        assert back.model_fields_set == obj.model_fields_set
+    claim = cluster.claim("default/pod-0000000-nic")
+    assert claim is not None and claim.status.allocation is not None
+
+
+def test_codec_shares_shapes_and_keeps_nones_out_of_the_values() -> None:
+    codec = _Codec()
+    a, b = (codec.encode(pod_objects(f"pod-{i}", 1)[1]) for i in range(2))
+    assert a.shape is b.shape  # one shared shape for pods alike
+    assert None not in a.values and "pod-0" in a.values and "pod-1" in b.values
+
+
+def test_decoded_objects_are_independent_copies() -> None:
+    codec = _Codec()
+    _, pod = pod_objects("pod-a", 0)
+    c = codec.encode(pod)
+    one, two = codec.decode(c), codec.decode(c)
+    one.spec.containers.append({"name": "x"})
+    one.metadata.labels["k"] = "v"
+    assert two == pod and codec.decode(c) == pod
+
+
+def test_store_keeps_at_most_hot_typed_and_reads_back_equal() -> None:
+    store: ObjectStore[Pod] = ObjectStore(hot=2)
+    pods = {f"p{i}": pod_objects(f"p{i}", i)[1] for i in range(5)}
+    for k, p in pods.items():
+        store.put(k, p)
+    assert len(store) == 5 and store.compact_count() == 3
+    assert store.get("p0") == pods["p0"]  # materialised, and now recently used
+    assert store.compact_count() == 3  # another one went to rest in its place
+    assert store.get("p0") is store.get("p0")  # typed while hot: the same object
+    assert store.get("nope") is None and "p4" in store and "nope" not in store
+
+
+def test_store_order_listing_and_pop() -> None:
+    store: ObjectStore[Pod] = ObjectStore(hot=1)
+    pods = [pod_objects(f"p{i}", i)[1] for i in range(4)]
+    for i, p in enumerate(pods):
+        store.put(f"p{i}", p)
+    store.put("p1", pods[1])  # an update keeps the position
+    assert [k for k, _ in store.items()] == ["p0", "p1", "p2", "p3"]
+    assert list(store.values()) == pods
+    assert store.compact_count() == 3  # listing materialises without promoting
+    popped = store.pop("p2")
+    assert popped == pods[2] and not isinstance(popped, Compact)
+    assert store.pop("p2") is None and len(store) == 3
+    assert list(store.keys()) == ["p0", "p1", "p3"]
+
+
+def test_store_without_a_bound_never_compacts() -> None:
+    store: ObjectStore[Pod] = ObjectStore(hot=None)
+    for i in range(50):
+        store.put(f"p{i}", pod_objects(f"p{i}", i)[1])
+    assert store.compact_count() == 0
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_store_rejects_a_bound_below_one(bad: int) -> None:
+    with pytest.raises(ValueError, match="hot must be at least 1"):
+        ObjectStore(hot=bad)
+
+
+def test_a_compacting_cluster_schedules_exactly_like_an_all_typed_one() -> None:
+    typed, s1 = _scheduled_cluster(hot=None)
+    compact, s2 = _scheduled_cluster(hot=1)
+    assert compact.count("Pod") == typed.count("Pod") == 12
+    for kind in ("Pod", "ResourceClaim"):
+        assert [o.model_dump_json() for o in compact.list_objects(kind)] == \
+               [o.model_dump_json() for o in typed.list_objects(kind)]
+    # Departures read cold objects: the claims are deallocated alike.
+    for cl in (typed, compact):
+        cl.delete("Pod", "default/pod-0000003")
+    c1, c2 = typed.claim("default/pod-0000003-nic"), compact.claim("default/pod-0000003-nic")
+    assert c1 is not None and c2 is not None and c1.status.allocation is None
+    assert c1.model_dump_json() == c2.model_dump_json()
+    assert s1.state.version == s2.state.version
+
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "tests" / "scenarios").glob("*.yaml"))[:8]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_simulate_output_is_byte_identical_when_everything_is_compacted(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    want = CliRunner().invoke(main, ["simulate", str(path), "--output", "json"]).output
+    monkeypatch.setattr(runner, "Cluster", functools.partial(Cluster, hot=1))
+    got = CliRunner().invoke(main, ["simulate", str(path), "--output", "json"]).output
+    assert got == want and want.startswith("{")
+
+
+def test_replace_copies_on_write_and_bumps_the_resource_version() -> None:
+    cluster = Cluster()
+    claim, _ = pod_objects("p", 0)
+    stored = cluster.apply(claim).object
+    assert isinstance(stored, ResourceClaim)
+    rv = stored.metadata.resource_version
+    again = cluster.write_claim_status(stored)
+    assert again is not stored and again.spec is stored.spec  # sub-objects shared
+    assert stored.metadata.resource_version == rv  # the caller's object is untouched
+    assert int(again.metadata.resource_version or 0) == int(rv or 0) + 1
+    assert "resource_version" in again.metadata.model_fields_set
+    assert cluster.claim("default/p-nic") is again
+
+
+def test_a_status_write_needs_the_claim_as_it_was_read() -> None:
+    from dra_affinity.scheduler.view import WriteConflict
+
+    cluster = Cluster()
+    claim, _ = pod_objects("p", 0)
+    first = cluster.apply(claim).object
+    assert isinstance(first, ResourceClaim)
+    second = cluster.write_claim_status(first)  # at the version read: written
+    with pytest.raises(WriteConflict, match=r"changed since it was read \(resourceVersion"):
+        cluster.write_claim_status(first)  # stale: the claim moved on
+    assert cluster.claim("default/p-nic") is second  # nothing was written
+    cluster.delete("ResourceClaim", "default/p-nic")
+    with pytest.raises(WriteConflict, match="was deleted"):
+        cluster.write_claim_status(second)
+    assert cluster.claim("default/p-nic") is None
