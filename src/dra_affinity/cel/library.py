@@ -22,6 +22,7 @@ import re2
 from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
 from .library_ext import EXT_FUNCTIONS
+from .library_opt import OPT_FUNCTIONS
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 from .types import Ty
@@ -930,7 +931,7 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
 
 FUNCTIONS: Final[tuple[Function, ...]] = _CORE_FUNCTIONS + tuple(
     _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost)
-    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS
+    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS + OPT_FUNCTIONS
 )
 
 REGISTRY: Final[Mapping[tuple[str, bool, int], Function]] = {

@@ -25,7 +25,9 @@ from typing import Any, Final, NoReturn
 
 from .errors import DIVISION_BY_ZERO, INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
 from .library import build_cost, nso, str_cost
+from .library_opt import opt_index
 from .meter import Meter, charge, exceeded, missing_key
+from .optionals import CelOptional
 from .values import (
     INT64_MAX,
     INT64_MIN,
@@ -74,6 +76,8 @@ def index_value(v: Any, k: Any) -> object:
         if found:
             return r
         missing_key(k)
+    if tv is CelOptional:  # indexing through an optional: an optional
+        return opt_index(v, k)
     nso("_[_]", v, k)
 
 

@@ -27,6 +27,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 from . import ast as A
 from .errors import CELCompileError
 from .library_ext import NAMESPACES
+from .optionals import OPT_INDEX, OPT_NAMESPACES, OPT_SELECT
 from .values import UINT64_MAX, UInt
 
 # Nesting limit. cel-go's parser defaults to 250; ours is lower because every
@@ -57,6 +58,7 @@ MACROS2: Final = {
     ("all", 3): A.ALL,
     ("exists", 3): A.EXISTS,
     ("existsOne", 3): A.EXISTS_ONE,
+    ("exists_one", 3): A.EXISTS_ONE,
     ("transformList", 3): A.MAP,
     ("transformList", 4): A.MAP_FILTER,
     ("transformMap", 3): A.TRANSFORM_MAP,
@@ -124,13 +126,53 @@ def _cache_file(grammar: str) -> str | bool:
     return os.path.join(folder, f"cel-grammar-{digest}.lark")
 
 
+# cel-go's grammar beyond cel-spec's: optional field selection (``a.?f``) and
+# indexing (``a[?i]``), optional list elements (``[?x]``) and map entries
+# (``{?k: v}``), and a trailing comma in list and map literals. Each edit
+# replaces one rule of cel-python's grammar text; a grammar that no longer
+# contains the rule fails loudly at first use rather than parsing differently.
+_GRAMMAR_EDITS: Final = (
+    (
+        "member         : member_dot | member_dot_arg | member_index | member_object | primary",
+        "member         : member_dot | member_dot_arg | member_index | member_object | primary\n"
+        "               | member_opt_dot | member_opt_index\n"
+        'member_opt_dot : member "." "?" IDENT\n'
+        'member_opt_index : member "[" "?" expr "]"',
+    ),
+    (
+        'list_lit       : "[" [exprlist] "]"',
+        'list_lit       : "[" [listelems [","]] "]"\n'
+        'listelems      : listelem | listelems "," listelem\n'
+        "listelem       : expr | opt_elem\n"
+        'opt_elem       : "?" expr',
+    ),
+    (
+        'map_lit        : "{" [mapinits] "}"',
+        'map_lit        : "{" [mapentries [","]] "}"\n'
+        'mapentries     : mapentry | mapentries "," mapentry\n'
+        'mapentry       : expr ":" expr | opt_entry\n'
+        'opt_entry      : "?" expr ":" expr',
+    ),
+)
+
+
+def _extend_grammar(grammar: str) -> str:
+    for old, new in _GRAMMAR_EDITS:
+        if old not in grammar:  # pragma: no cover - a changed cel-python grammar
+            raise RuntimeError(f"CEL grammar rule not found: {old!r}")
+        grammar = grammar.replace(old, new, 1)
+    return grammar
+
+
 def _lark() -> Lark:
     """cel-python's CEL grammar (celpy/cel.lark) with its LALR parser settings."""
     global _parser
     if _parser is None:
         import celpy
 
-        grammar = (Path(celpy.__file__).parent / "cel.lark").read_text(encoding="utf-8")
+        grammar = _extend_grammar(
+            (Path(celpy.__file__).parent / "cel.lark").read_text(encoding="utf-8")
+        )
         _parser = Lark(
             grammar,
             cache=_cache_file(grammar),
@@ -182,6 +224,37 @@ def parse(text: str) -> A.Expr:
         return _Converter(text).conv(tree, 1)
     except RecursionError:
         raise CELCompileError(f"expression nesting too deep (limit {MAX_NESTING_DEPTH})") from None
+
+
+def _numeric_literal(node: Tree[Token] | Token) -> Token | None:
+    """The int or double literal token ``node`` is, if it is one (signed or not)."""
+    while isinstance(node, Tree) and node.data in _UNIT and len(node.children) == 1:
+        node = node.children[0]
+    if isinstance(node, Tree) and node.data == "literal":
+        tok = node.children[0]
+        if (
+            isinstance(tok, Token)
+            and tok.type in ("INT_LIT", "FLOAT_LIT")
+        ):
+            return tok
+    return None
+
+
+def _items(children: list[Tree[Token] | Token]) -> list[Tree[Token] | Token]:
+    """The element nodes of a list or map literal (its one child, if any, holds them)."""
+    if not children:
+        return []
+    out: list[Tree[Token] | Token] = []
+    node = children[0]
+    # left-recursive: listelems -> listelems listelem | listelem (iteratively)
+    while isinstance(node, Tree) and node.data in ("listelems", "mapentries"):
+        kids = node.children
+        out.append(kids[-1])
+        if len(kids) == 1:
+            break
+        node = kids[0]
+    out.reverse()
+    return out
 
 
 def _pos(node: Tree[Token] | Token) -> int:
@@ -253,6 +326,13 @@ class _Converter:
             op_tree, operand = ch
             assert isinstance(op_tree, Tree)
             op = "!" if op_tree.data == "unary_not" else "-"
+            if op == "-":
+                lit = _numeric_literal(operand)
+                if lit is not None and str(lit).startswith("-"):
+                    return self._double_negation(t, lit, d)
+                if lit is not None:  # "- 5": one minus before a literal is its sign
+                    signed = Token.new_borrow_pos(lit.type, "-" + str(lit), lit)
+                    return A.Const(_pos(t), _literal(signed))
             return A.Unary(_pos(t), op, self.conv(operand, d))
         if data == "member_dot":
             operand, name = ch
@@ -296,19 +376,52 @@ class _Converter:
         if data == "paren_expr":
             return self.conv(ch[0], d)
         if data == "list_lit":
-            return A.ListLit(_pos(t), self._args(ch[0] if ch else None, d))
+            elems: list[A.Expr] = []
+            optional: list[int] = []
+            for el in _items(ch):
+                assert isinstance(el, Tree)
+                inner = el.children[0]
+                if isinstance(inner, Tree) and inner.data == "opt_elem":
+                    optional.append(len(elems))
+                    inner = inner.children[0]
+                elems.append(self.conv(inner, d))
+            return A.ListLit(_pos(t), tuple(elems), tuple(optional))
         if data == "map_lit":
             entries: list[tuple[A.Expr, A.Expr]] = []
-            if ch:
-                inits = ch[0]
-                assert isinstance(inits, Tree)
-                items = inits.children
-                for i in range(0, len(items), 2):
-                    entries.append((self.conv(items[i], d), self.conv(items[i + 1], d)))
-            return A.MapLit(_pos(t), tuple(entries))
+            opt_keys: list[int] = []
+            for en in _items(ch):
+                assert isinstance(en, Tree)
+                kv = en.children
+                if len(kv) == 1:  # an optional entry
+                    assert isinstance(kv[0], Tree)
+                    opt_keys.append(len(entries))
+                    kv = kv[0].children
+                entries.append((self.conv(kv[0], d), self.conv(kv[1], d)))
+            return A.MapLit(_pos(t), tuple(entries), tuple(opt_keys))
+        if data == "member_opt_dot":
+            operand, name = ch
+            assert isinstance(name, Token)
+            return A.Call(
+                _pos(name) - 2, OPT_SELECT, None,
+                (self.conv(operand, d), A.Const(_pos(name), str(name))),
+            )
+        if data == "member_opt_index":
+            return A.Call(
+                self._op_pos("[", ch[0], ch[1]), OPT_INDEX, None,
+                (self.conv(ch[0], d), self.conv(ch[1], d)),
+            )
         raise CELCompileError(
             f"syntax error: unsupported construct {data}", _pos(t)
         )  # pragma: no cover
+
+    def _double_negation(self, t: Tree[Token], tok: Token, depth: int) -> A.Expr:
+        """``--5``: the lexer put the second minus into the literal. cel-go reads a run
+        of two or more minus signs as operators on an unsigned literal, so the literal's
+        own range applies (``--9223372036854775808`` is an invalid int literal)."""
+        body = Token.new_borrow_pos(tok.type, str(tok)[1:], tok)
+        body.start_pos = _pos(tok) + 1
+        inner = A.Const(body.start_pos, _literal(body))
+        return A.Unary(_pos(t), "-", A.Unary(_pos(tok), "-", inner))
 
     def _args(self, exprlist: Tree[Token] | Token | None, depth: int) -> tuple[A.Expr, ...]:
         if exprlist is None:
@@ -349,12 +462,16 @@ class _Converter:
     def _member_call(
         self, pos: int, target: A.Expr, name: str, args: tuple[A.Expr, ...], tok: Token
     ) -> A.Expr:
+        if isinstance(target, A.Ident) and target.name == "cel" and name == "bind":
+            return self._bind(pos, args)
         macro2 = MACROS2.get((name, len(args)))
         if macro2 is not None:
             return self._two_var(pos, target, name, macro2, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
-            if isinstance(target, A.Ident) and target.name in NAMESPACES:
+            if isinstance(target, A.Ident) and (
+                target.name in NAMESPACES or target.name in OPT_NAMESPACES
+            ):
                 # a namespaced function of an extension library: sets.contains(a, b)
                 return A.Call(pos, f"{target.name}.{name}", None, args)
             return A.Call(pos, name, target, args)
@@ -366,6 +483,16 @@ class _Converter:
         if macro == A.MAP_FILTER:
             return A.Comprehension(pos, macro, target, var.name, args[1], args[2])
         return A.Comprehension(pos, macro, target, var.name, args[1], None)
+
+    @staticmethod
+    def _bind(pos: int, args: tuple[A.Expr, ...]) -> A.Expr:
+        """``cel.bind(v, init, expr)``: ``expr`` with ``v`` bound to ``init``, evaluated once."""
+        if len(args) != 3:
+            raise CELCompileError("cel.bind() macro: expects 3 arguments", pos)
+        var = args[0]
+        if not isinstance(var, A.Ident):
+            raise CELCompileError("cel.bind() macro: argument must be a simple name", var.pos)
+        return A.Comprehension(pos, A.BIND, args[1], var.name, None, args[2])
 
     @staticmethod
     def _two_var(
