@@ -62,22 +62,6 @@ def _max_estimates(pred: object) -> object:
 CEL_KNOWN: list[Known] = [
     # ---------------------------------------------------------------- feature gaps
     Known(
-        "optional types",
-        "Kubernetes enables cel.OptionalTypes() since 1.28 (`object.?f`, `[?x]`, `{?k: v}`, "
-        "`optional.of/none/ofNonZeroValue`, `.orValue/.or/.hasValue/.value`). Our parser and "
-        "library have none of it: every such expression is a compile error for us.",
-        ANY,
-        subject=r"\.\?|\[\?|\{\?|, \?|\boptional\.",
-    ),
-    Known(
-        "two-variable comprehensions",
-        "cel-go's two-variable comprehensions (`all/exists/exists_one(i, v, ...)`, "
-        "`transformList`, `transformMap`, `transformMapEntry`; ext.TwoVarComprehensions, "
-        "in the Kubernetes environment since 1.33) are not implemented: compile error for us.",
-        ANY,
-        subject=r"\.(all|exists|exists_one)\(\w+, \w+, |\.transform(List|Map|MapEntry)\(",
-    ),
-    Known(
         "timestamps and durations",
         "`timestamp()`/`duration()` values, their arithmetic and accessors (standard CEL) "
         "are not implemented: compile error for us.",
@@ -121,57 +105,6 @@ CEL_KNOWN: list[Known] = [
     ),
     # ------------------------------------------------------------ compile-time checks
     Known(
-        "cel.bind in device selectors",
-        "The DRA selector environment adds ext.Bindings (`cel.bind(v, init, expr)`, since "
-        "1.31); our selector environment does not know `cel`: compile error for us.",
-        ANY,
-        families=frozenset({"device"}),
-        subject=r"\bcel\.bind\(",
-    ),
-    Known(
-        "selector result type checked at compile time",
-        "Upstream rejects a selector whose static type is neither bool nor dyn when compiling "
-        "('must evaluate to bool or the unknown type'); our environment compiles it and the "
-        "scheduler rejects the non-bool result at evaluation.",
-        OUTCOMES,
-        families=frozenset({"device"}),
-        where=_upstream_message(r"must evaluate to bool"),
-    ),
-    Known(
-        "has() on a map with non-string keys",
-        "`has({1: 'a'}.f)`: cel-go type-checks the field test against a map of any key type "
-        "(answering false); our checker rejects field selection on map(int, V).",
-        OUTCOMES,
-        where=_ours_message(r"does not support field selection"),
-    ),
-    Known(
-        "constant folding at program instantiation",
-        "Kubernetes builds programs with cel.OptOptimize: constant subexpressions are "
-        "evaluated when the program is built, so an error there (e.g. `uint(-1)`, "
-        "`double('x')`, `double('1e400')` (we answer +Inf), `string(b'\\xff')`, even in an "
-        "untaken branch) fails compilation "
-        "('program instantiation failed') where we fail at runtime or not at all.",
-        OUTCOMES,
-        where=_upstream_message(r"^program instantiation failed"),
-    ),
-    Known(
-        "homogeneous aggregate literals",
-        "The Kubernetes base environment sets cel.HomogeneousAggregateLiterals(): list and "
-        "map literals whose elements (or keys/values) have different static types are "
-        "compile errors ('expected type X but found Y'). We accept them.",
-        OUTCOMES,
-        where=_upstream_message(r"expected type '[^']+' but found '[^']+'"),
-    ),
-    Known(
-        "mixed-type numeric equality at compile time",
-        "With static types int/uint/double on both sides, cel-go has no `==`/`!=` "
-        "overload across numeric types (only the ordering operators are cross-type, via "
-        "CrossTypeNumericComparisons): a compile error. We compare the values.",
-        OUTCOMES,
-        where=_upstream_message(r"no matching overload for '_[!=]=_' applied to "
-                                r"'\((int|uint|double), (int|uint|double)\)'"),
-    ),
-    Known(
         "static overload resolution",
         "cel-go rejects a call when no overload matches the static argument types "
         "(e.g. `['a'].sum()`, `quantity('1').sign()`, ternaries with unrelated branch types, "
@@ -181,27 +114,25 @@ CEL_KNOWN: list[Known] = [
         where=_upstream_message(r"found no matching overload for"),
     ),
     Known(
-        "int literal range",
-        "`--9223372036854775808`: cel-go's parser rejects the literal 9223372036854775808 "
-        "once the minus sign does not belong to it; we parse it and overflow at runtime.",
-        OUTCOMES,
-        where=_upstream_message(r"invalid int literal"),
+        "type inference through optional.none()",
+        "A map literal whose value type is inferred through `optional.none()`'s type "
+        "parameter (`{?'a': optional.of(2), ?'b': optional.none()}`) keeps a type variable "
+        "bound to int in cel-go, which then refuses to unify with `dyn` in `==` ('expected "
+        "type int but found dyn'). Our checker gives the literal map(string, int), which "
+        "compares with map(string, dyn) as cel-go does for literals without optionals.",
+        frozenset({"outcome:value->compile"}),
+        subject=r"optional\.none\(\)",
+        where=_upstream_message(r"expected type '[^']+' but found 'dyn'"),
+    ),
+    Known(
+        "maps as map keys",
+        "cel-go's `transformMapEntry` accepts a map as the key of the entries it adds "
+        "(`{'a': {'b': 1}}.transformMapEntry(k, v, {v: k})`); CEL map keys are int, uint, "
+        "bool or string, and our checker rejects the map-typed key at compile time.",
+        frozenset({"outcome:compile->value", "outcome:compile->runtime"}),
+        where=_ours_message(r"unsupported map key type: (map|list)"),
     ),
     # ------------------------------------------------------------ runtime semantics
-    Known(
-        "repeated keys in map literals",
-        "cel-go (with OptOptimize folding constant maps) keeps the last value of a repeated "
-        "key in a map literal; we raise 'map literal has repeated key'.",
-        OUTCOMES,
-        where=_ours_message(r"map literal has repeated key"),
-    ),
-    Known(
-        "has() on a non-map value",
-        "`has(x.f)` where `x` is a string/number from dyn data: cel-go answers false, "
-        "we raise 'invalid type for has() field test'.",
-        OUTCOMES,
-        where=_ours_message(r"for has\(\) field test"),
-    ),
     Known(
         "indexOf/lastIndexOf offsets",
         "ext.Strings `indexOf(s, offset)`/`lastIndexOf`: cel-go returns -1 (or clamps) where "

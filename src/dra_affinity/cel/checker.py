@@ -240,6 +240,9 @@ class Checker:
         if ot.name == T.OPTIONAL_NAME:  # indexing through an optional gives an optional
             inner = ot.params[0] if ot.params else T.DYN
             return Ty(T.OPTIONAL_NAME, (self._index_type(e, inner, it),))
+        shape = self.shapes.get(e.operand)
+        if shape is not None and shape.params and shape.params[-1].name == "*":
+            self.shapes[e] = _FREE  # an element of an empty literal: free too
         return self._index_type(e, ot, it)
 
     @staticmethod
@@ -361,6 +364,10 @@ class Checker:
         first = results[0]
         if e.name == "optional.none":  # optional of a free type in homogeneous literals
             self.shapes[e] = Ty(T.OPTIONAL_NAME, (_FREE,))
+        if e.name in ("sum", "min", "max") and e.target is not None:
+            shape = self.shapes.get(e.target)
+            if shape is not None and shape.params and shape.params[0].name == "*":
+                return T.INT  # [].sum(): cel-go picks the first overload, list(int) -> int
         if e.name in _OPTIONAL_CHECKS:
             _OPTIONAL_CHECKS[e.name](e, actual)
         return first if all(r == first for r in results) else T.DYN

@@ -23,6 +23,7 @@ from typing import Final
 from . import ast as A
 from .comprehensions import compile_comprehension
 from .errors import (
+    NO_SUCH_OVERLOAD,
     CELCompileError,
     CELCostExceeded,
     CELEvalError,
@@ -43,7 +44,7 @@ from .meter import (
 )
 from .operators import BINARY, UNARY, BinaryOp, eq_op, index_value
 from .optionals import CelOptional
-from .values import TYPE_IDENTIFIERS, CelMap, ConstList, canon_key, cel_eq, map_insert
+from .values import TYPE_IDENTIFIERS, CelMap, ConstList, canon_key, cel_eq, is_list, map_insert
 
 __all__ = [
     "LIST_CREATE_BASE_COST",
@@ -202,6 +203,8 @@ class Compiler:
         """A type conversion of a constant, evaluated now (cost 0 at run time)."""
         if e.name not in FOLDED_CONVERSIONS or e.target is not None or len(e.args) != 1:
             return None
+        if not isinstance(e.args[0], (A.Const, A.ListLit, A.MapLit, A.Call)):
+            return None  # cel-go folds conversions of literals only (not of `c ? a : b`)
         arg = self._fold(e.args[0])
         if arg is None:
             return None
@@ -258,6 +261,10 @@ class Compiler:
                         return field in v
                     except TypeError:  # a map whose keys cannot be compared with a string
                         return False
+                if is_list(v):  # cel-go indexes a list with the field name: an error
+                    raise CELEvalError(
+                        "unsupported index type 'string' in list", NO_SUCH_OVERLOAD
+                    )
                 # cel-go: a field test on any other value answers false
                 return False
 

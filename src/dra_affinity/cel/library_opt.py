@@ -101,7 +101,9 @@ def opt_select(v: Any, field: Any) -> CelOptional:
     if isinstance(v, Mapping):
         found, r = map_lookup(v, field)
         return of(r) if found else OPT_NONE
-    return OPT_NONE  # cel-go: a presence test on a non-map value answers "absent"
+    if is_list(v):  # cel-go indexes a list with the field name: an error
+        raise CELEvalError("unsupported index type 'string' in list", NO_SUCH_OVERLOAD)
+    return OPT_NONE  # cel-go: a presence test on another value answers "absent"
 
 
 def opt_index(v: Any, k: Any) -> CelOptional:

@@ -28,6 +28,8 @@ from .library import build_cost, nso, str_cost
 from .library_opt import opt_index
 from .meter import Meter, charge, exceeded, missing_key
 from .optionals import CelOptional
+from .quantity import Quantity
+from .semver import Semver
 from .values import (
     INT64_MAX,
     INT64_MIN,
@@ -196,6 +198,11 @@ def eq_op(a: Any, b: Any, m: Meter) -> bool:
         lb = len(b)
         charge(m, str_cost(la if la < lb else lb))
         return bool(a == b)
+    if (ta is Semver or ta is Quantity) and tb is not ta and b is not None:
+        # Kubernetes' Semver and Quantity values compare only with their own type
+        # (their Equal is no such overload otherwise; a string on the left is unequal)
+        charge(m, 1)
+        nso("_==_", a, b)
     sa = value_size(a)
     sb = value_size(b)
     charge(m, str_cost(sa if sa < sb else sb))
