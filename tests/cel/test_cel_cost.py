@@ -24,7 +24,9 @@ RUNTIME_COSTS: list[tuple[str, object, int]] = [
     ("object.kind", {"kind": "k"}, 2),
     ("object.a.b", {"a": {"b": 1}}, 3),
     ("object['a']['b']", {"a": {"b": 1}}, 3),
-    ("has(object.a)", {}, 2),
+    ("has(object.a)", {}, 1),  # the field test itself is free (cel-go)
+    ("has(object.a.b)", {"a": {}}, 2),
+    ("has(object.a.b)", {"a": "s"}, 2),  # not a map: false
     ("1 + 2", None, 1),
     ("1 + 2 * 3", None, 2),
     ("'abc' == 'abc'", None, 1),
@@ -36,7 +38,7 @@ RUNTIME_COSTS: list[tuple[str, object, int]] = [
     # constant literals and conversions of constants are built when compiling
     # (cel-go's planner with OptOptimize): free at run time
     ("2 in [1, 2, 3]", None, 0),  # decided when compiling
-    ("object.a in [1, 2, 3]", {"a": 2}, 3),  # 2 + a set lookup (1)
+    ("object.a in [1, 2, 3]", {"a": 2}, 2),  # 2 + a set lookup (free)
     ("object.a in [object.a, object.a]", {"a": 2}, 18),  # a list built at run time: 10 + size
     ("'a' in {'a': 1}", None, 1),
     ("[1, 2, 3]", None, 0),

@@ -58,6 +58,9 @@ def _sig(types: tuple[Ty, ...]) -> str:
     return ", ".join(str(t) for t in types)
 
 
+# Types a null may stand for (cel-go: null, dyn, and object types such as Kubernetes').
+_NULLABLE: Final = frozenset({"null", "dyn", "kubernetes.Quantity", "kubernetes.Semver"})
+
 # The element type of an empty list or map literal: free, it takes the type of
 # the other elements (cel-go's type parameter), only in the homogeneity check.
 _FREE: Final = Ty("*")
@@ -174,6 +177,12 @@ class Checker:
                     f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'", e
                 )
             if tt.name == "null" or ft.name == "null":
+                other = ft if tt.name == "null" else tt
+                if other.name not in _NULLABLE:
+                    raise _err(
+                        f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'",
+                        e,
+                    )
                 return tt if tt == ft else T.DYN
             if not T.comparable_eq(tt, ft) or (
                 tt.name in T.NUMERIC and ft.name in T.NUMERIC and tt != ft
@@ -301,6 +310,8 @@ class Checker:
             return lt if ln != "list" else T.LIST_DYN
         if ln != rn:
             raise fail
+        if ln == "list" and not T.comparable_eq(lt, rt):
+            raise fail  # list(A) + list(A): the element types must agree (cel-go)
         return T.join(lt, rt)
 
     def _comprehension(self, e: A.Comprehension, scope: Mapping[str, Ty]) -> Ty:
@@ -364,12 +375,12 @@ class Checker:
         first = results[0]
         if e.name == "optional.none":  # optional of a free type in homogeneous literals
             self.shapes[e] = Ty(T.OPTIONAL_NAME, (_FREE,))
-        if e.name in ("sum", "min", "max") and e.target is not None:
-            shape = self.shapes.get(e.target)
-            if shape is not None and shape.params and shape.params[0].name == "*":
+        if e.name in ("sum", "min", "max") and e.target is not None and not args:
+            recv_shape = self.shapes.get(e.target)
+            if recv_shape is not None and recv_shape.params and recv_shape.params[0].name == "*":
                 return T.INT  # [].sum(): cel-go picks the first overload, list(int) -> int
-        if e.name in _OPTIONAL_CHECKS:
-            _OPTIONAL_CHECKS[e.name](e, actual)
+        if e.name in _STATIC_CHECKS:
+            _STATIC_CHECKS[e.name](e, actual)
         return first if all(r == first for r in results) else T.DYN
 
 
@@ -411,7 +422,36 @@ def _optional_index(e: A.Call, actual: tuple[Ty, ...]) -> None:
         raise _err(f"found no matching overload for '_[?_]' applied to '({recv}, {idx})'", e)
 
 
-_OPTIONAL_CHECKS: Final[dict[str, Callable[[A.Call, tuple[Ty, ...]], None]]] = {
+_SUMMABLE: Final = frozenset({"int", "uint", "double", "dyn", "google.protobuf.Duration"})
+_ORDERABLE: Final = T.ORDERED | {"dyn", "google.protobuf.Duration", "google.protobuf.Timestamp"}
+
+
+def _list_elem_check(allowed: frozenset[str]) -> Callable[[A.Call, tuple[Ty, ...]], None]:
+    """``list.sum()``/``min()``/``max()``: cel-go's overloads take lists of these only."""
+
+    def check(e: A.Call, actual: tuple[Ty, ...]) -> None:
+        recv = actual[0]
+        if recv.name == "list" and recv.elem.name not in allowed:
+            raise _err(f"found no matching overload for '{e.name}' applied to '{recv}.()'", e)
+
+    return check
+
+
+def _list_search_check(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    """``list.indexOf(x)`` / ``lastIndexOf(x)``: ``x`` has the element type."""
+    recv = actual[0]
+    if recv.name == "list" and len(actual) == 2 and not T.comparable_eq(recv.elem, actual[1]):
+        raise _err(
+            f"found no matching overload for '{e.name}' applied to '{recv}.({actual[1]})'", e
+        )
+
+
+_STATIC_CHECKS: Final[dict[str, Callable[[A.Call, tuple[Ty, ...]], None]]] = {
+    "sum": _list_elem_check(_SUMMABLE),
+    "min": _list_elem_check(_ORDERABLE),
+    "max": _list_elem_check(_ORDERABLE),
+    "indexOf": _list_search_check,
+    "lastIndexOf": _list_search_check,
     "or": _optional_or,
     "orValue": _optional_or_value,
     OPT_SELECT: _optional_select,

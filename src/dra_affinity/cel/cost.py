@@ -150,7 +150,7 @@ class Estimator:
         if isinstance(e, A.Select):
             c, sz = self._est(e.operand, scope)
             if e.test_only:
-                return c + 1, SCALAR
+                return c, SCALAR  # the field test itself is free at run time
             return c + 1, self.elem_of(sz)
         if isinstance(e, A.Index):
             c1, sz = self._est(e.operand, scope)

@@ -255,7 +255,7 @@ class Compiler:
 
             def has(env: Env, m: Meter) -> object:
                 v = operand(env, m)
-                charge(m, 1)
+                # the field test itself is free (cel-go charges only the operand)
                 if type(v) is dict or isinstance(v, Mapping):
                     try:
                         return field in v
@@ -370,8 +370,9 @@ class Compiler:
         return binary
 
     def _set_membership(self, e: A.Binary, scope: frozenset[str]) -> Fn | None:
-        """``x in [constant scalars]``: a hash lookup costing 1, as cel-go's planner turns
-        it into a set membership test (0 when ``x`` is a constant too: decided now)."""
+        """``x in [constant scalars]``: a hash lookup, free as in cel-go, whose planner
+        turns it into a set membership test the cost tracker does not see (decided now
+        when ``x`` is a constant too). The operand is still charged."""
         folded = self._fold(e.right)
         if folded is None or not isinstance(folded[0], list):
             return None
@@ -391,7 +392,6 @@ class Compiler:
 
         def set_membership(env: Env, m: Meter) -> object:
             a = left(env, m)
-            charge(m, 1)
             k = canon_key(a)
             if k is not None:
                 return k in members
