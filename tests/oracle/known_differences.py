@@ -106,10 +106,12 @@ CEL_KNOWN: list[Known] = [
     # ------------------------------------------------------------ compile-time checks
     Known(
         "static overload resolution",
-        "cel-go rejects a call when no overload matches the static argument types "
-        "(e.g. `['a'].sum()`, `quantity('1').sign()`, ternaries with unrelated branch types, "
-        "`list(string).indexOf(int)`); our checker lets some through (decided at runtime, "
-        "or, for `sign()` on quantities, a function upstream does not have).",
+        "cel-go rejects a call when no overload matches the static argument types; ours "
+        "still lets through: `sets.*` on lists of different element types (ext.Sets), "
+        "`quantity.sign()` (a function upstream's quantity library does not declare), and "
+        "a `dyn` receiver resolved by upstream to its only overload (e.g. `reverse()` as a "
+        "list). Kubernetes lists functions, list `+`, equality, `in`, indexing and ternaries "
+        "are checked as cel-go does.",
         OUTCOMES,
         where=_upstream_message(r"found no matching overload for"),
     ),
@@ -159,17 +161,24 @@ CEL_KNOWN: list[Known] = [
     ),
     # ----------------------------------------------------------------------- cost
     Known(
-        "runtime cost: constant folding",
-        "Upstream's runtime cost is lower: OptOptimize precomputes constant subexpressions "
-        "(literals, conversions of literals, constant list/map literals cost 0 at runtime); "
-        "we charge them on every evaluation.",
+        "runtime cost: we charge more",
+        "Where our runtime cost is higher, on purpose (each bounds Python work the budget "
+        "would not otherwise see): `x in list` costs the list's size (cel-go: 1; constant "
+        "lists of scalars are hashed and free, as upstream); `findAll` charges 10 per match; "
+        "strings built by `+`, `split`, `replace`, `join` cost at least 0.1 per byte of "
+        "memory; list `+` charges the copy; nested equality charges inner elements. And "
+        "cel-go's conditional attributes (`c ? object.a : x` folded into one attribute) "
+        "skip a selection charge we make.",
         frozenset({"cost"}),
         where=_costs(lambda o, u: u < o),
     ),
     Known(
         "runtime cost: upstream charges more",
         "Upstream charges more than we do for: error-absorbing `||`/`&&` (both operands are "
-        "charged), semver parsing with pre-release/build parts, and some library calls.",
+        "charged), semver parsing with pre-release/build parts, some library calls, and a "
+        "selection or index on a value that is not a variable (`[1, 2][0]`, `{'k': 1}.k`, "
+        "`f(x)[?i]`: a 'relative attribute', 1 for the attribute plus 1 per qualifier upstream, "
+        "1 per qualifier for us).",
         frozenset({"cost"}),
         where=_costs(lambda o, u: u > o),
     ),
@@ -184,10 +193,13 @@ CEL_KNOWN: list[Known] = [
     ),
     Known(
         "estimate: different per-node costs",
-        "Our static estimate model differs from cel-go's checker: we charge 1 more for "
-        "reading a variable (`object.f` is 2 for us, 1 upstream), for negations of literals, "
-        "and different amounts for comprehensions and library calls; and our `min` means "
-        "'every data-derived size zero' while cel-go's min is its short-circuit lower bound.",
+        "Our static estimate is an upper bound of our runtime cost, node by node; cel-go's "
+        "checker is not one of its own runtime cost: it charges an attribute chain "
+        "(`object.a.b`) 1 where its runtime charges 1 per qualifier, so aligning with it "
+        "would let evaluations exceed the estimate that admission relies on. Ours also "
+        "charges constant literals that both runtimes get for free (as cel-go's estimator "
+        "does), and our `min` means 'every data-derived size zero' while cel-go's min is its "
+        "short-circuit lower bound. See docs/cel.md, Static estimate.",
         ESTIMATE,
     ),
 ]

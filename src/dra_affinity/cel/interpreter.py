@@ -240,8 +240,7 @@ class Compiler:
             tv = TYPE_IDENTIFIERS[e.name]
 
             def type_ident(env: Env, m: Meter) -> object:
-                charge(m, 1)
-                return tv
+                return tv  # a type name is a constant: free, as in cel-go
 
             return type_ident
         return self._path(e.name, ())
@@ -282,6 +281,11 @@ class Compiler:
 
         def select(env: Env, m: Meter) -> object:
             v = operand(env, m)
+            if type(v) is CelOptional:  # charged only when it yields a value (cel-go)
+                r = select_field(v, field)
+                if type(r) is CelOptional and r.present:
+                    charge(m, 1)
+                return r
             charge(m, 1)
             return select_field(v, field)
 
@@ -319,6 +323,11 @@ class Compiler:
         def index(env: Env, m: Meter) -> object:
             v = operand(env, m)
             k = idx(env, m)
+            if type(v) is CelOptional:  # charged only when it yields a value (cel-go)
+                r = index_value(v, k)
+                if type(r) is CelOptional and r.present:
+                    charge(m, 1)
+                return r
             charge(m, 1)
             if type(v) is dict and type(k) is str:
                 try:

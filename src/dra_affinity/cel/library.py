@@ -22,7 +22,7 @@ import re2
 from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
 from .library_ext import EXT_FUNCTIONS
-from .library_opt import OPT_FUNCTIONS
+from .library_opt import OPT_FUNCTIONS, OPT_RESULT_COSTS
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 from .types import Ty
@@ -930,7 +930,7 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
 )
 
 FUNCTIONS: Final[tuple[Function, ...]] = _CORE_FUNCTIONS + tuple(
-    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost)
+    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost, OPT_RESULT_COSTS.get(name))
     for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS + OPT_FUNCTIONS
 )
 

@@ -159,6 +159,14 @@ def _index_result(types: Sequence[Ty]) -> Ty:
     return optional_of(recv.elem if recv.name in ("list", "map") else T.DYN)
 
 
+def _free(_args: tuple[object, ...]) -> int:
+    return 0
+
+
+def _present_cost(result: object) -> int:
+    return 1 if type(result) is CelOptional and result.present else 0
+
+
 _OPT_DYN: Final = optional_of(T.DYN)
 _A: Final = T.DYN
 
@@ -172,8 +180,11 @@ OPT_FUNCTIONS: Final = (
     ("hasValue", True, 0, opt_has_value, [(T.BOOL, _OPT_DYN)], None),
     ("orValue", True, 1, opt_or_value, [(_inner_result, _OPT_DYN, _A)], None),
     ("or", True, 1, opt_or, [(_same, _OPT_DYN, _OPT_DYN)], None),
-    (OPT_SELECT, False, 2, opt_select, [(_select_result, _A, T.STRING)], None),
-    (OPT_INDEX, False, 2, opt_index, [(_index_result, _A, _A)], None),
+    (OPT_SELECT, False, 2, opt_select, [(_select_result, _A, T.STRING)], _free),
+    (OPT_INDEX, False, 2, opt_index, [(_index_result, _A, _A)], _free),
 )
+# x.?f and x[?k] cost 1 only when they yield a value (cel-go charges an attribute's
+# qualifiers as they resolve): charged from the result by library.py.
+OPT_RESULT_COSTS: Final = {OPT_SELECT: _present_cost, OPT_INDEX: _present_cost}
 # Calls whose argument is evaluated only when the receiver is none.
 LAZY_OPTIONAL_CALLS: Final = frozenset({"orValue", "or"})
