@@ -72,6 +72,22 @@ def _watch_bound(api: ClientApi, ns: str, bound: dict[str, float], stop: threadi
             time.sleep(0.2)
 
 
+def _proc_usage(pid: int) -> dict[str, float]:
+    """Peak RSS (MB) and CPU seconds (user + system) of a live process, from /proc."""
+    out: dict[str, float] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    out["PeakRssMB"] = round(int(line.split()[1]) / 1024, 1)
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        out["CpuSeconds"] = round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
 def run_variant(variant: str, args: argparse.Namespace, bin_dir: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"bench-{variant}-") as tmp:
         # kube-controller-manager's client is limited to 20 requests/s by default, and
@@ -136,6 +152,11 @@ def _measure(variant: str, args: argparse.Namespace, plane: ControlPlane, tmp: P
     while len(bound) < total and time.monotonic() < deadline:
         time.sleep(0.2)
     stop.set()
+    # What each process used, read before the scheduler stops: the scheduler (ours or the
+    # stock one) and the API server, which serves every request of both.
+    pids = {"scheduler": sched.proc.pid if sched is not None and sched.proc is not None
+            else plane.pids().get("kube-scheduler"), "apiserver": plane.pids().get("kube-apiserver")}
+    usage = {name: _proc_usage(pid) for name, pid in pids.items() if pid is not None}
     if sched is not None:
         sched.stop()
     lat = [bound[n] - created[n] for n in bound if n in created]
@@ -147,7 +168,8 @@ def _measure(variant: str, args: argparse.Namespace, plane: ControlPlane, tmp: P
            "latencyP99s": round(_percentile(lat, 0.99), 3),
            "latencyMeanS": round(statistics.fmean(lat), 3) if lat else None,
            "createSeconds": round(created_s, 1), "setupSeconds": round(setup_s, 1),
-           "planeStartSeconds": round(plane.started_seconds or 0, 1)}
+           "planeStartSeconds": round(plane.started_seconds or 0, 1),
+           **{f"{name}{k}": v for name, u in usage.items() for k, v in u.items()}}
     client.close()
     return out
 

@@ -478,6 +478,15 @@ N1 = "node-1"
 N2 = "node-2"
 E1, E2, E3 = dev("eth1"), dev("eth2"), dev("eth3")
 
+
+def _node_filter_reasons(out: dict[str, Any]) -> None:
+    """Each node is turned away by its own filter, in upstream's order."""
+    by_node = {r["node"]: r for r in entry(out, 3)["reasons"]}
+    assert by_node["node-1"]["code"] == "NodeAffinityMismatch"  # cordon tolerated
+    assert by_node["node-2"]["code"] == "NodeAffinityMismatch"  # taint tolerated
+    assert by_node["node-3"]["code"] == "InsufficientNodeResources"
+    assert "insufficient cpu" in by_node["node-3"]["message"]
+
 CASES: list[Case] = [
     Case(
         "filter-matching-lock.yaml",
@@ -958,7 +967,20 @@ CASES: list[Case] = [
         ),
         extra=_dropped_warning(2),
     ),
+    Case(
+        "node-filters.yaml",
+        steps=(
+            S(0, "Scheduled", "node-3", (dev("eth0", "node-3"),)),
+            S(1, "Scheduled", N2, (dev("eth0", N2),)),
+            S(2, "Scheduled", "node-3", (dev("eth0", "node-3"),)),
+            S(3, "Unschedulable", codes=("NodeAffinityMismatch", "InsufficientNodeResources"),
+              absent=("NodeUnschedulable", "TaintNotTolerated")),
+            S(4, "Scheduled", N1, (dev("eth0", N1),)),
+        ),
+        extra=_node_filter_reasons,
+    ),
 ]
+
 
 
 def test_every_scenario_file_has_a_case() -> None:

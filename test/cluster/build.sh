@@ -2,11 +2,14 @@
 # Builds the control-plane binaries the cluster tests run against, from the
 # published upstream Go modules pinned in this directory:
 #   kube-apiserver, kube-controller-manager, kube-scheduler  (go.mod here)
+#   kubectl (for people following docs/cluster.md)           (go.mod here)
 #   etcd                                                     (etcd/go.mod)
 # Binaries land in a cache keyed by version,
 #   ${DRA_AFFINITY_CACHE:-$HOME/.cache/dra-affinity}/cluster/<k8s>-<etcd>/bin/
-# and a second run finds them there and does nothing. The last line printed on
-# stdout is that bin directory (progress goes to stderr).
+# and a second run finds them there and does nothing; a cache missing some of
+# them (e.g. one made before kubectl was added) gets only the missing ones
+# built. The last line printed on stdout is that bin directory (progress goes
+# to stderr).
 #
 # Environment:
 #   DRA_AFFINITY_CACHE         cache root (default: $HOME/.cache/dra-affinity)
@@ -14,7 +17,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd)
+k8s_binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+binaries=("${k8s_binaries[@]}" etcd)
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 
@@ -73,23 +77,30 @@ vpkg=k8s.io/component-base/version
 k8s_ldflags="-s -w -X $vpkg.gitVersion=$k8s_version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
 
 start=$SECONDS
-log "building kube-apiserver, kube-controller-manager, kube-scheduler $k8s_version (go build -p $jobs)"
-(
-    cd "$here"
-    go build -p "$jobs" -trimpath -ldflags="$k8s_ldflags" -o "$stage/" \
-        k8s.io/kubernetes/cmd/kube-apiserver \
-        k8s.io/kubernetes/cmd/kube-controller-manager \
-        k8s.io/kubernetes/cmd/kube-scheduler
-)
-log "building etcd $etcd_version"
-(
-    cd "$here/etcd"
-    go build -p "$jobs" -trimpath -ldflags="-s -w" -o "$stage/etcd" go.etcd.io/etcd/server/v3
-)
+built=()
+k8s_pkgs=()
+for b in "${k8s_binaries[@]}"; do
+    [[ -x "$bin_dir/$b" ]] || { k8s_pkgs+=("k8s.io/kubernetes/cmd/$b"); built+=("$b"); }
+done
+if ((${#k8s_pkgs[@]})); then
+    log "building ${k8s_pkgs[*]##*/} $k8s_version (go build -p $jobs)"
+    (
+        cd "$here"
+        go build -p "$jobs" -trimpath -ldflags="$k8s_ldflags" -o "$stage/" "${k8s_pkgs[@]}"
+    )
+fi
+if [[ ! -x "$bin_dir/etcd" ]]; then
+    log "building etcd $etcd_version"
+    (
+        cd "$here/etcd"
+        go build -p "$jobs" -trimpath -ldflags="-s -w" -o "$stage/etcd" go.etcd.io/etcd/server/v3
+    )
+    built+=(etcd)
+fi
 
 mkdir -p "$bin_dir"
-for b in "${binaries[@]}"; do
+for b in "${built[@]}"; do
     mv -f "$stage/$b" "$bin_dir/$b"
 done
-log "built in $((SECONDS - start)) s: $bin_dir"
+log "built ${built[*]} in $((SECONDS - start)) s: $bin_dir"
 echo "$bin_dir"

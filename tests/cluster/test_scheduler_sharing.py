@@ -114,7 +114,8 @@ def test_invalid_annotation_fails_closed(control_plane: Any, live: Live, ns: str
                 if c["type"] == "PodScheduled" and c["status"] == "False"]
 
     cond = wait_until(diagnosed, 60, "PodScheduled=False")[0]
-    assert "sharing-affinity-bridge-invalid" in cond["message"]
+    assert "AffinityInvalidPool" in cond["message"]
+    assert "spec.sharingAffinity[0].name" in cond["message"], cond["message"]  # the real problem
     assert live.node_of(ns, "a") is None
     slice_events = wait_until(
         lambda: [e for e in live.events("default", f"{w.nodes[0]}-meta")

@@ -4,7 +4,7 @@ It does what the adapter relies on and nothing more: one global resourceVersion
 counter, optimistic concurrency (a PUT with a stale resourceVersion is 409), the
 ``status`` subresource (only status is taken from the body) and the main resource
 (status kept), ``binding`` for pods, ``generateName``, merge patches, lists with
-``limit``/``continue``, ``fieldSelector`` on ``spec.schedulerName``, and watches
+``limit``/``continue``, ``fieldSelector`` terms ``spec.F=V`` / ``status.F!=V``, and watches
 replayed from a history (410 Gone below the compaction point). Hooks let a test
 inject a concurrent write or a failure before a given request.
 """
@@ -208,8 +208,11 @@ def _selected(obj: Mapping[str, Any], selector: str | None) -> bool:
     if not selector:
         return True
     for term in selector.split(","):
-        field, _, value = term.partition("=")
-        if field == "spec.schedulerName" and (obj.get("spec") or {}).get("schedulerName") != value:
+        negate = "!=" in term
+        field, _, value = term.partition("!=" if negate else "=")
+        section, _, name = field.partition(".")
+        have = (obj.get(section) or {}).get(name) or ""
+        if (have == value) == negate:
             return False
     return True
 

@@ -229,18 +229,29 @@ class World:
                                  "spec": {"spec": self.claim_spec(subnet)}})
 
     def pod(self, name: str, *, claim: str | None = None, template: str | None = None,
-            scheduler: str = "dra-affinity") -> dict[str, Any]:
+            scheduler: str = "dra-affinity", requests: Mapping[str, str] | None = None,
+            **spec: Any) -> dict[str, Any]:
+        """A pod using one NIC claim; ``requests`` are its container's resource requests,
+        other keyword arguments more PodSpec fields (``tolerations``, ``affinity``, ...)."""
         rc: dict[str, Any] = {"name": "nic"}
         if claim:
             rc["resourceClaimName"] = claim
         else:
             rc["resourceClaimTemplateName"] = template
+        resources: dict[str, Any] = {"claims": [{"name": "nic"}]}
+        if requests:
+            resources["requests"] = dict(requests)
         return self.live.create({"apiVersion": "v1", "kind": "Pod",
                                  "metadata": {"name": name, "namespace": self.ns},
                                  "spec": {"schedulerName": scheduler, "resourceClaims": [rc],
                                           "containers": [{"name": "c",
                                                           "image": "registry.k8s.io/pause:3.10",
-                                                          "resources": {"claims": [{"name": "nic"}]}}]}})
+                                                          "resources": resources}], **spec}})
+
+    def patch_node(self, node: str, spec: Mapping[str, Any]) -> None:
+        """Merge-patch a node's spec (taints, unschedulable)."""
+        self.live.api.request("PATCH", f"/api/v1/nodes/{node}", content_type=MERGE_PATCH,
+                              body={"spec": dict(spec)})
 
     def device(self, node: str, nic: int) -> str:
         return f"{self.driver}/{node}/eth{nic}"

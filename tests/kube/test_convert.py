@@ -9,7 +9,6 @@ import pytest
 from dra_affinity.api.core import Pod
 from dra_affinity.api.resource import ResourceSlice
 from dra_affinity.kube.convert import (
-    BRIDGE_INVALID_KEY,
     ConversionError,
     to_model,
 )
@@ -96,9 +95,13 @@ def test_field_and_annotation_agreeing_is_fine() -> None:
 
 
 def _pool_reason(*slices: dict) -> str | None:
-    models = [to_model("ResourceSlice", s).model for s in slices]
-    snap = Snapshot.build(models, ["n1"], {"n1": {}})  # type: ignore[arg-type]
-    return snap.pools[("networking.example.com", "n1")].affinity_invalid_reason
+    convs = [to_model("ResourceSlice", s) for s in slices]
+    problems = {c.model.metadata.name: c.problem for c in convs if c.problem and c.model is not None}
+    snap = Snapshot.build([c.model for c in convs], ["n1"], {"n1": {}},  # type: ignore[misc]
+                          slice_problems=problems)
+    pool = snap.pools[("networking.example.com", "n1")]
+    assert pool.declares_sharing_affinity  # read or not, the pool meant to declare it
+    return pool.affinity_invalid_reason
 
 
 @pytest.mark.parametrize(("annotation", "field", "expect"), [
@@ -117,8 +120,10 @@ def test_unusable_annotation_makes_the_pool_invalid(annotation: object, field: o
     assert conv.problem is not None
     assert expect.lower() in conv.problem.lower()
     assert "ResourceSlice n1-meta" in conv.problem
+    assert "sharingAffinity" not in (conv.model.spec.model_dump(by_alias=True, exclude_none=True)
+                                     if conv.model is not None else {})
     reason = _pool_reason(raw, nic_slice("n1"))
-    assert reason is not None and BRIDGE_INVALID_KEY in reason
+    assert reason is not None and conv.problem in reason  # the real problem, not a stand-in
 
 
 def test_valid_bridge_leaves_the_pool_valid() -> None:

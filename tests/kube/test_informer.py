@@ -102,3 +102,22 @@ def test_run_retries_after_failures_and_stops() -> None:
     assert [c.type for c in sink.items[:2]] == [REPLACE, SYNCED]
     lists = [p for m, p in api.requests if m == "GET" and p.endswith("/resourceclaims")]
     assert len(lists) == 2  # the failed one, then the one that worked
+
+
+def test_managed_fields_are_dropped() -> None:
+    api = FakeApi()
+    api.create("Node", {"metadata": {"name": "n1", "labels": {"a": "b"},
+                                     "managedFields": [{"manager": "kubectl", "fieldsV1": {}}]}})
+    sink: Any = ListSink()
+    r = Reflector(api, "Node", sink)
+    r.list_once()
+    (node,) = sink.items[0].objects
+    assert "managedFields" not in node["metadata"] and node["metadata"]["labels"] == {"a": "b"}
+    n = api.get("Node", "n1")
+    assert n is not None and n["metadata"]["managedFields"]  # the server still has them
+    n["metadata"]["labels"] = {"a": "c"}
+    api.update("Node", n)
+    r.watch_once()
+    change = sink.items[-1]
+    assert change.object is not None and "managedFields" not in change.object["metadata"]
+    assert change.object["metadata"]["labels"] == {"a": "c"}

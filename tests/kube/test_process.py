@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
 
 from dra_affinity.kube.api import ApiError
+from dra_affinity.kube.convert import SHARING_AFFINITY_ANNOTATION
 from dra_affinity.kube.locks import cluster_locks
 from dra_affinity.kube.runner import JsonFormatter, Options, SchedulerProcess
 from dra_affinity.kube.view import DELETE_PROTECTION
 
 from .fakeapi import FakeApi
-from .world import build, claim, pod, sync
+from .world import EXTRACTORS, build, claim, pod, sync
 
 
 def _process(api: FakeApi) -> SchedulerProcess:
@@ -299,7 +301,9 @@ def test_threads_end_to_end_with_leader_election_and_clean_stop(api: FakeApi) ->
     assert lease is not None and lease["spec"]["holderIdentity"] == ""  # released
 
 
-def test_tainted_and_cordoned_nodes_are_not_offered(api: FakeApi) -> None:
+def test_taints_and_cordons_filter_with_reasons(api: FakeApi) -> None:
+    """Every node is offered; the node filters turn tainted and cordoned ones away, with
+    a reason. The affinity-pools taint is tolerated implicitly (--tolerated-taint)."""
     n1 = api.get("Node", "node-1")
     assert n1 is not None
     n1["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
@@ -312,15 +316,57 @@ def test_tainted_and_cordoned_nodes_are_not_offered(api: FakeApi) -> None:
     api.create("ResourceClaim", claim("a-nic", "x"))
     api.create("Pod", pod("a", "a-nic"))
     proc = _process(api)
-    assert list(proc.view.nodes()) == ["node-2"]
+    assert list(proc.view.nodes()) == ["node-1", "node-2"]
+    node2 = proc.view.node("node-2")
+    assert node2 is not None and node2.spec.taints == []  # tolerated: not seen by the filters
+    assert proc.view.node("node-2") is node2  # one view per Node object
     _run(proc, api)
     assert _node(api, "default/a") == "node-2"
     n2 = api.get("Node", "node-2")
     assert n2 is not None
     n2["spec"]["unschedulable"] = True
     api.update("Node", n2)
-    sync(api, proc.view)
-    assert list(proc.view.nodes()) == []
+    api.create("ResourceClaim", claim("b-nic", "x"))
+    api.create("Pod", pod("b", "b-nic"))
+    _run(proc, api, rounds=1)
+    assert _node(api, "default/b") is None
+    stored = api.get("Pod", "default/b")
+    assert stored is not None
+    (cond,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert "TaintNotTolerated" in cond["message"] and "NodeUnschedulable" in cond["message"]
+    # A toleration of its own lets a pod onto the not-ready node.
+    p = pod("c", "c-nic")
+    p["spec"]["tolerations"] = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]
+    api.create("ResourceClaim", claim("c-nic", "x"))
+    api.create("Pod", p)
+    _run(proc, api)
+    assert _node(api, "default/c") == "node-1"
+
+
+def test_resource_fit_counts_pods_bound_by_other_schedulers(api: FakeApi) -> None:
+    for name in ("node-1", "node-2"):
+        n = api.get("Node", name)
+        assert n is not None
+        n.setdefault("status", {})["allocatable"] = {"cpu": "2", "memory": "4Gi", "pods": "10"}
+        api.update("Node", n, status=True)
+    other = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other", "namespace": "default"},
+             "spec": {"schedulerName": "default-scheduler", "nodeName": "node-1",
+                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}}
+    api.create("Pod", other)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    p = pod("a", "a-nic")
+    p["spec"]["containers"] = [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]
+    api.create("Pod", p)
+    proc = _process(api)
+    _run(proc, api)
+    assert _node(api, "default/a") == "node-2"  # node-1 has 500m left
+    api.delete("Pod", "default/other")
+    api.create("ResourceClaim", claim("b-nic", "x"))
+    q = pod("b", "b-nic")
+    q["spec"]["containers"] = [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]
+    api.create("Pod", q)
+    _run(proc, api)
+    assert _node(api, "default/b") == "node-1"  # freed when the other pod went
 
 
 def test_pod_waits_for_its_template_claim_without_an_attempt(api: FakeApi) -> None:
@@ -346,3 +392,34 @@ def test_pod_waits_for_its_template_claim_without_an_attempt(api: FakeApi) -> No
     assert "default/t" not in proc.waiting
     _run(proc, api)
     assert _node(api, "default/t") == "node-1"
+
+
+def test_unreadable_bridge_fails_the_pool_closed_until_fixed(api: FakeApi) -> None:
+    """An annotation that does not validate: the pool's NICs are filtered with the real
+    problem in the reason (no stand-in key), and every other pool still serves."""
+    meta = api.get("ResourceSlice", "node-1-meta")
+    assert meta is not None
+    meta["metadata"]["annotations"][SHARING_AFFINITY_ANNOTATION] = "[{not json"
+    api.update("ResourceSlice", meta)
+    n2 = api.get("Node", "node-2")
+    assert n2 is not None
+    n2["spec"]["unschedulable"] = True  # only node-1 is left
+    api.update("Node", n2)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    assert list(proc.view.slice_problems()) == ["node-1-meta"]
+    _run(proc, api, rounds=1)
+    assert _node(api, "default/a") is None
+    stored = api.get("Pod", "default/a")
+    assert stored is not None
+    (cond,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert "AffinityInvalidPool" in cond["message"]
+    assert "not JSON" in cond["message"], cond["message"]
+    meta = api.get("ResourceSlice", "node-1-meta")
+    assert meta is not None
+    meta["metadata"]["annotations"][SHARING_AFFINITY_ANNOTATION] = json.dumps(EXTRACTORS)
+    api.update("ResourceSlice", meta)
+    _run(proc, api)
+    assert not proc.view.slice_problems()
+    assert _node(api, "default/a") == "node-1"

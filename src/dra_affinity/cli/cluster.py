@@ -105,8 +105,8 @@ def _gate_map(values: tuple[str, ...]) -> dict[str, bool]:
 @click.option("--max-backoff", type=click.FloatRange(0.0), default=10.0, show_default=True)
 @click.option("--tolerated-taint", "tolerated_taints", multiple=True,
               default=("dra-affinity.io/affinity-pools",), show_default=True,
-              help="Taint keys whose nodes are still offered (repeatable); a node with any other "
-                   "NoSchedule/NoExecute taint is not.")
+              help="Taint keys every pod of this scheduler tolerates without saying so (repeatable); "
+                   "other NoSchedule/NoExecute taints need the pod's own tolerations.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
 def scheduler(kubeconfig: str | None, scheduler_name: str, leader_elect: bool, lease_namespace: str,

@@ -44,7 +44,6 @@ from dra_affinity.api.resource import (
 )
 
 __all__ = [
-    "BRIDGE_INVALID_KEY",
     "KIND_MODELS",
     "SHARING_AFFINITY_ANNOTATION",
     "ConversionError",
@@ -55,10 +54,6 @@ __all__ = [
 ]
 
 SHARING_AFFINITY_ANNOTATION = "sharing-affinity.dra-affinity.io/extractors"
-
-# The key name under which an unusable bridge is published to the allocator (see
-# bridge_sharing_affinity): twice, so the pool's affinity check reports a duplicate.
-BRIDGE_INVALID_KEY = "sharing-affinity-bridge-invalid"
 
 KIND_MODELS: dict[str, type[TypedObject]] = {
     "Node": Node,
@@ -187,10 +182,11 @@ def _project_value(ann: Any, value: Any, path: str, dropped: list[str]) -> Any:
 def bridge_sharing_affinity(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The slice with ``spec.sharingAffinity`` taken from the field or the annotation.
 
-    Returns the (copied) JSON and a problem, if any. With a problem, the spec
-    carries :data:`BRIDGE_INVALID_KEY` twice, which the allocator's pool check
-    reports as a duplicate key: the pool's devices fail closed, and the problem
-    itself is logged and sent as an event by the view."""
+    Returns the (copied) JSON and a problem, if any. With a problem the spec
+    carries no ``sharingAffinity`` at all (neither the field nor the annotation can
+    be trusted); the view reports the slice in ``slice_problems()``, which makes the
+    pool invalid for sharing affinity (its multi-allocatable devices fail closed),
+    and logs the problem and sends it as an event."""
     data = dict(raw)
     meta = data.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -211,7 +207,7 @@ def bridge_sharing_affinity(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str
         else:
             spec["sharingAffinity"] = from_annotation
             return data, None
-    spec["sharingAffinity"] = [{"name": BRIDGE_INVALID_KEY, "expression": '""'}] * 2
+    spec.pop("sharingAffinity", None)
     return data, problem
 
 

@@ -157,7 +157,12 @@ class Reflector:
 
 
 def _with_kind(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    """List items come without kind/apiVersion; the view wants them."""
+    """List items come without kind/apiVersion; the view wants them. ``managedFields``
+    are dropped (as the kube-scheduler's informers drop them): nothing here reads them,
+    and they are about a third of a pod's JSON, kept for every pod of the cluster."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     if obj.get("kind") != kind:
         obj = {**obj, "kind": kind}
     return obj

@@ -48,6 +48,10 @@ from .view import AFFINITY_POOLS_TAINT, WATCHED_KINDS, KubeView
 
 log = logging.getLogger("dra_affinity.kube")
 
+# Every pod that holds node resources (the kube-scheduler's pod informer watches the
+# same): this scheduler's pending pods come from it, and so do the requests of pods
+# already bound to each node, whoever bound them, for NodeResourcesFit.
+NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                    30.0, 60.0)
 
@@ -109,8 +113,7 @@ class SchedulerProcess:
         self.exit_code = 0
         self.reflectors = [
             Reflector(api, kind, self.changes,
-                      field_selector=(f"spec.schedulerName={options.scheduler_name}"
-                                      if kind == "Pod" else None))
+                      field_selector=NON_TERMINAL_PODS if kind == "Pod" else None)
             for kind in WATCHED_KINDS]
         self.elector = (LeaderElector(api, namespace=options.lease_namespace,
                                       name=options.lease_name, identity=options.identity,

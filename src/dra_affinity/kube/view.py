@@ -84,8 +84,9 @@ class KubeView:
     def __init__(self, api: Api, *, on_problem: Callable[[str, str, str], None] | None = None,
                  tolerated_taints: Iterable[str] = (AFFINITY_POOLS_TAINT,)) -> None:
         self.api = api
-        # Nodes with any other NoSchedule/NoExecute taint are not offered (see nodes()).
+        # Taints every pod of this scheduler tolerates (see node()).
         self.tolerated_taints = frozenset(tolerated_taints)
+        self._node_views: dict[str, tuple[Node, Node]] = {}
         self._store: dict[str, dict[str, _Entry]] = {k: {} for k in WATCHED_KINDS}
         # The assume cache: key -> what this process wrote, until the informer catches up.
         self._assumed: dict[str, dict[str, _Entry]] = {"ResourceClaim": {}, "Pod": {}}
@@ -98,6 +99,8 @@ class KubeView:
         self._cycle: list[_Written] = []
         self._dropped_seen: set[tuple[str, str]] = set()
         self._problems_seen: dict[str, str] = {}
+        # Slice name -> why its sharingAffinity bridge could not be read (slice_problems()).
+        self._slice_problems: dict[str, str] = {}
         # Called as on_problem(kind, key, message) for objects the scheduler cannot use.
         self.on_problem = on_problem
         self.pod_listeners: list[Callable[[Pod | None, Pod | None], None]] = []
@@ -146,6 +149,11 @@ class KubeView:
             self._problem(kind, key, conv.problem)
         else:
             self._problems_seen.pop(f"{kind}/{key}", None)
+        if kind == "ResourceSlice":
+            if conv.problem and conv.model is not None:
+                self._slice_problems[key] = conv.problem
+            else:
+                self._slice_problems.pop(key, None)
         return conv.model
 
     def _problem(self, kind: str, key: str, message: str) -> None:
@@ -179,6 +187,8 @@ class KubeView:
         self._store[kind].pop(key, None)
         self._assumed.get(kind, {}).pop(key, None)
         self._problems_seen.pop(f"{kind}/{key}", None)
+        if kind == "ResourceSlice":
+            self._slice_problems.pop(key, None)
         self._changed(kind, before, None)
 
     @staticmethod
@@ -207,6 +217,9 @@ class KubeView:
             return
         if kind == "Node":
             self._nodes = None
+            gone = old if new is None else None
+            if gone is not None:
+                self._node_views.pop(gone.name, None)
         elif kind == "ResourceSlice":
             self._slices = None
         elif kind == "ResourceClaim":
@@ -216,7 +229,6 @@ class KubeView:
         if kind == "Pod":
             for fn in self.pod_listeners:
                 fn(old if isinstance(old, Pod) else None, new if isinstance(new, Pod) else None)
-            return
         if kind == "ResourceClaim" and old is None and new is not None:
             for created in self.claim_created:
                 created(new)
@@ -225,26 +237,33 @@ class KubeView:
 
     # ================================================================== listers
     def nodes(self) -> Sequence[str]:
-        """Schedulable nodes, by name (a stable order across restarts).
-
-        The core filters by DRA and ``nodeSelector`` only; it does not read pod
-        tolerations. So a cordoned node, or one with a NoSchedule/NoExecute taint
-        this scheduler is not told to tolerate (not-ready, control plane, ...), is
-        never offered: conservative, never wrong."""
+        """Every node, by name (a stable order across restarts). Cordoned and tainted
+        nodes are offered too: the scheduler's node filters reject them with a reason."""
         if self._nodes is None:
-            self._nodes = sorted(k for k, e in self._store["Node"].items()
-                                 if isinstance(e.model, Node) and self._offered(e.model))
+            self._nodes = sorted(k for k, e in self._store["Node"].items() if isinstance(e.model, Node))
         return self._nodes
 
     def node_count(self) -> int:
-        """All nodes, offered or not (for logs)."""
+        """All nodes (for logs)."""
         return len(self._store["Node"])
 
-    def _offered(self, node: Node) -> bool:
-        if node.spec.unschedulable:
-            return False
-        return not any(t.get("effect") in ("NoSchedule", "NoExecute")
-                       and t.get("key") not in self.tolerated_taints for t in node.spec.taints)
+    def node(self, name: str) -> Node | None:
+        """The Node, without the taints this scheduler's pods tolerate implicitly
+        (``--tolerated-taint``: the taint that keeps the stock scheduler off affinity
+        pools must not keep this scheduler's own pods off them)."""
+        e = self._store["Node"].get(name)
+        if e is None or not isinstance(e.model, Node):
+            return None
+        node = e.model
+        if not any(t.get("key") in self.tolerated_taints for t in node.spec.taints):
+            return node
+        seen = self._node_views.get(name)
+        if seen is not None and seen[0] is node:
+            return seen[1]
+        kept = [t for t in node.spec.taints if t.get("key") not in self.tolerated_taints]
+        view = node.model_copy(update={"spec": node.spec.model_copy(update={"taints": kept})})
+        self._node_views[name] = (node, view)
+        return view
 
     def node_labels(self, name: str) -> Mapping[str, str]:
         e = self._store["Node"].get(name)
@@ -258,6 +277,10 @@ class KubeView:
                             if isinstance(e.model, ResourceSlice)]
         return self._slices
 
+
+    def slice_problems(self) -> Mapping[str, str]:
+        """Slices whose bridge annotation (or its agreement with the field) failed, with why."""
+        return self._slice_problems
     def classes(self) -> Mapping[str, DeviceClass]:
         if self._classes is None:
             self._classes = {k: e.model for k, e in sorted(self._store["DeviceClass"].items())

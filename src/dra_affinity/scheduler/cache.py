@@ -21,6 +21,7 @@ from dra_affinity.structured.model import Abort, DeviceInfo, PoolID, PoolInfo, R
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
 
+from .nodefit import NodeFacts, NodeUsage, node_facts
 from .view import ClusterView
 
 SELECTOR_COST_BUDGET = 1_000_000
@@ -42,13 +43,34 @@ class SchedulerCache:
     _selector_cache: dict[tuple[str, str], bool | CELError] = field(default_factory=dict)
     # Called with the new snapshot whenever one is built (fast paths drop their indexes).
     on_snapshot: list[Callable[[Snapshot], None]] = field(default_factory=list)
+    # What the pods bound to each node request (NodeResourcesFit), from pod events.
+    usage: NodeUsage = field(default_factory=NodeUsage)
+    # Node name -> its NodeFacts, for the nodes of the current snapshot; empty when no
+    # node can reject a pod outside DRA (the common case: Filter skips the node filters).
+    _facts: dict[str, NodeFacts] = field(default_factory=dict)
+    _facts_for: Snapshot | None = None
+
+    def node_facts(self) -> dict[str, NodeFacts]:
+        """The non-trivial nodes' facts (taints, cordon, allocatable) of this snapshot."""
+        snap = self.snapshot()
+        if self._facts_for is not snap:
+            facts = {}
+            for n in snap.nodes:
+                obj = self.view.node(n)
+                if obj is not None:
+                    f = node_facts(obj)
+                    if not f.trivial:
+                        facts[n] = f
+            self._facts, self._facts_for = facts, snap
+        return self._facts
 
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
             nodes = list(self.view.nodes())
             labels = {n: self.view.node_labels(n) for n in nodes}
             self._snapshot = Snapshot.build(self.view.slices(), nodes, labels,
-                                            preferred_keys=self.features.preferred_keys)
+                                            preferred_keys=self.features.preferred_keys,
+                                            slice_problems=self.view.slice_problems())
             self._selector_cache.clear()
             for fn in self.on_snapshot:
                 fn(self._snapshot)

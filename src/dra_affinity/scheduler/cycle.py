@@ -23,6 +23,7 @@ from dra_affinity.structured.experiments import ExperimentHooks, is_never_set_lo
 from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo, ExtractionResult
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 
+from .nodefit import NO_PLACEMENT, PlacementError, PodPlacement, placement_of
 from .view import ClusterView
 
 # Upstream's limit on ResourceClaim.status.reservedFor.
@@ -57,6 +58,8 @@ class CycleState:
     node_reasons: list[Reason] = field(default_factory=list)
     # free-index categories this cycle may use (None: any, extraction gave no keys)
     free_allowed: tuple[int, ...] | None = None
+    # tolerations, required node affinity and resource requests (the node filters)
+    placement: PodPlacement = NO_PLACEMENT
 
 
 def claim_name(pod: Pod, prc: PodResourceClaim) -> str:
@@ -77,6 +80,10 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
               remembered: dict[Hashable, ExtractionResult] | None = None) -> CycleState:
     """Resolve the pod's claims and what to allocate; raises :class:`Abort`."""
     key = f"{pod.namespace}/{pod.name}"
+    try:
+        placement = placement_of(pod)
+    except PlacementError as e:
+        raise Abort(Result.UNRESOLVABLE, Reason(R.INVALID_POD_SPEC, f"pod {key}: {e}")) from None
     classes = view.classes()
     claims: list[ResourceClaim] = []
     for prc in pod.spec.resource_claims:
@@ -103,7 +110,8 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
         to_allocate.append(claim_spec(c, classes))
     memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes, shared=shared,
                           remembered=remembered)
-    return CycleState(pod, key, claims, to_allocate, allocated, memo, _hooks(features, claims, memo))
+    return CycleState(pod, key, claims, to_allocate, allocated, memo, _hooks(features, claims, memo),
+                      placement=placement)
 
 
 def _hooks(features: Features, claims: list[ResourceClaim],

@@ -26,6 +26,7 @@ from dra_affinity.structured.state import AllocatedState
 
 from .cache import SchedulerCache
 from .cycle import CycleState
+from .nodefit import NO_PLACEMENT, NodeFacts, check_node
 
 FIRSTFIT, AFFINITY = "firstfit", "affinity"
 SCORING = (FIRSTFIT, AFFINITY)
@@ -34,14 +35,15 @@ SCORING = (FIRSTFIT, AFFINITY)
 def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapshot,
                 state: AllocatedState, scoring: str,
                 devices: Sequence[DeviceInfo] | None = None) -> NodeResult:
-    """Filter for one pod on one node: node selector, claims allocated elsewhere, then
-    the allocator over the node's devices (or the ``devices`` a fast path narrowed to)."""
+    """Filter for one pod on one node: the node filters (cordon, taints, node selector and
+    affinity, resources), claims allocated elsewhere, then the allocator over the node's
+    devices (or the ``devices`` a fast path narrowed to)."""
     labels = snap.labels.get(node, {})
-    for k, v in cyc.pod.spec.node_selector.items():
-        if labels.get(k) != v:
-            return NodeResult(node, False, [], [Reason(
-                R.NODE_SELECTOR_MISMATCH, f"node {node} does not match the pod's nodeSelector {k}={v}",
-                node)])
+    facts = cache.node_facts().get(node)
+    if facts is not None or cyc.placement is not NO_PLACEMENT:
+        bad = check_node(cyc.placement, facts or NodeFacts(node), labels, cache.usage.on(node))
+        if bad is not None:
+            return NodeResult(node, False, [], [Reason(bad[0], bad[1], node)])
     for c in cyc.allocated:
         sel = c.status.allocation.node_selector if c.status.allocation else None
         if sel is not None and not node_selector_matches(sel, node, labels):

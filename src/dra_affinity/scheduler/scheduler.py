@@ -51,6 +51,7 @@ from .cycle import Attempt, CycleState, claim_name, prefilter
 from .fastpath import FastPaths
 from .fastpath.contentkey import ContentCache
 from .fastpath.filter import IndexedFilter
+from .nodefit import NodeUsage
 from .reconstruct import Reconstructor
 from .reserve import (
     allocation_rows,
@@ -107,8 +108,12 @@ class Scheduler:
 
     # ================================================================== lifecycle
     def start(self) -> None:
-        """Rebuild AffinityStates from bound claims and slices before the first cycle."""
+        """Rebuild AffinityStates from bound claims and slices before the first cycle,
+        and what the pods bound to each node request."""
         self.reconstructor.rebuild()
+        self.cache.usage = NodeUsage()
+        for pod in self.view.pods():
+            self.cache.usage.update(f"{pod.namespace}/{pod.name}", pod)
         self._started = True
         self._refresh_gauges()
 
@@ -117,6 +122,11 @@ class Scheduler:
 
     # ================================================================== informer hooks
     def on_change(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None:
+        if kind == "Pod":
+            obj = new if new is not None else old
+            if self._started and isinstance(obj, Pod):  # before start(), start() reads them all
+                self.cache.usage.update(f"{obj.namespace}/{obj.name}", new if isinstance(new, Pod) else None)
+            return
         if kind in ("ResourceSlice", "Node", "DeviceClass"):
             self.cache.invalidate(classes=kind == "DeviceClass")
             if kind == "ResourceSlice" and self._started:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from dra_affinity.api.core import Pod
+from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 
@@ -39,7 +39,22 @@ class ClusterView(Protocol):
 
     def node_labels(self, name: str) -> Mapping[str, str]: ...
 
+    def node(self, name: str) -> Node | None:
+        """The Node object (None for a node known only from slices), for the node
+        filters: taints, ``spec.unschedulable``, ``status.allocatable``."""
+        ...
+
+    def pods(self) -> Sequence[Pod]:
+        """Every pod (those bound to a node count against its allocatable)."""
+        ...
+
     def slices(self) -> Sequence[ResourceSlice]: ...
+
+    def slice_problems(self) -> Mapping[str, str]:
+        """Slices (by name) whose sharing-affinity metadata could not be read, with why
+        (a real cluster's bridge annotation that does not validate): their pools fail
+        closed for sharing affinity. Empty where the field is read directly."""
+        ...
 
     def classes(self) -> Mapping[str, DeviceClass]: ...
 

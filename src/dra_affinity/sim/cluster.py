@@ -109,6 +109,17 @@ class Cluster:
         """Nodes in order of first appearance (SCENARIO.md's node order)."""
         return self.node_order
 
+    def node(self, name: str) -> Node | None:
+        n = self._objects["Node"].get(name)
+        return n if isinstance(n, Node) else None
+
+    def pods(self) -> list[Pod]:
+        return [p for p in self._objects["Pod"].values() if isinstance(p, Pod)]
+
+    def slice_problems(self) -> dict[str, str]:
+        """None here: admission refuses a slice whose ``sharingAffinity`` does not validate."""
+        return {}
+
     def subscribe(self, listener: Listener) -> None:
         self.listeners.append(listener)
 

@@ -23,7 +23,7 @@ reason and the allocator fails closed for its devices.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dra_affinity import cel
@@ -66,19 +66,25 @@ class Pool:
         return self.affinity_invalid_reason is not None
 
 
-def gather_pools(slices: Iterable[ResourceSlice]) -> dict[PoolID, Pool]:
-    """Group slices into pools; the dict is in sorted ``PoolID`` order."""
+def gather_pools(slices: Iterable[ResourceSlice],
+                 slice_problems: Mapping[str, str] | None = None) -> dict[PoolID, Pool]:
+    """Group slices into pools; the dict is in sorted ``PoolID`` order.
+
+    ``slice_problems`` names slices (by name) whose sharing-affinity metadata the
+    caller could not read, with why: a pool whose newest generation holds one
+    declares sharing affinity and is invalid for it (its multi-allocatable devices
+    fail closed), since the extractors it meant are unknown."""
     groups: dict[PoolID, list[ResourceSlice]] = {}
     for s in slices:
         groups.setdefault((s.spec.driver, s.spec.pool.name), []).append(s)
-    return {pid: _build(pid, groups[pid]) for pid in sorted(groups)}
+    return {pid: _build(pid, groups[pid], slice_problems or {}) for pid in sorted(groups)}
 
 
 def _join(reasons: list[str]) -> str | None:
     return "; ".join(reasons) if reasons else None
 
 
-def _build(pid: PoolID, members: list[ResourceSlice]) -> Pool:
+def _build(pid: PoolID, members: list[ResourceSlice], slice_problems: Mapping[str, str]) -> Pool:
     driver, name = pid
     generation = max(s.spec.pool.generation for s in members)
     newest = tuple(
@@ -93,16 +99,17 @@ def _build(pid: PoolID, members: list[ResourceSlice]) -> Pool:
     extractors = tuple(
         cel.Extractor(e.name, e.expression) for s in meta for e in (s.spec.sharing_affinity or [])
     )
+    unreadable = [slice_problems[s.metadata.name] for s in newest if s.metadata.name in slice_problems]
     return Pool(
         driver=driver,
         name=name,
         generation=generation,
         slices=newest,
-        declares_sharing_affinity=bool(meta),
+        declares_sharing_affinity=bool(meta) or bool(unreadable),
         extractors=extractors,
         incomplete_reason=f"{label}: {incomplete}" if incomplete else None,
         invalid_reason=_prefixed(label, _structural_problems(newest, complete=incomplete is None)),
-        affinity_invalid_reason=_prefixed(label, _affinity_problems(meta)),
+        affinity_invalid_reason=_prefixed(label, _affinity_problems(meta) + unreadable),
     )
 
 

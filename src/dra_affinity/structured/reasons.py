@@ -47,3 +47,11 @@ AFFINITY_CODES = frozenset({
     AFFINITY_SELF_INCONSISTENT, AFFINITY_VALUE_TOO_LONG, AFFINITY_CEL_ERROR, AFFINITY_COST_EXCEEDED,
     AFFINITY_INVALID_POOL, AFFINITY_POOL_INCOMPLETE, AFFINITY_FEATURE_DISABLED,
 })
+
+# The kube-scheduler's node filters outside DRA (scheduler/nodefit.py)
+NODE_UNSCHEDULABLE = "NodeUnschedulable"
+TAINT_NOT_TOLERATED = "TaintNotTolerated"
+NODE_AFFINITY_MISMATCH = "NodeAffinityMismatch"
+INSUFFICIENT_NODE_RESOURCES = "InsufficientNodeResources"
+# Malformed tolerations, node affinity or resource quantities (unresolvable).
+INVALID_POD_SPEC = "InvalidPodSpec"

@@ -27,8 +27,9 @@ def pool_info(p: Pool, preferred_keys: bool = False) -> PoolInfo:
         driver=p.driver,
         name=p.name,
         generation=p.generation,
-        # A pool whose keys are all preferred gates nothing.
-        declares_sharing_affinity=p.declares_sharing_affinity and bool(required),
+        # A pool whose keys are all preferred gates nothing; one whose extractors could
+        # not be read at all (slice_problems) gates every multi-allocatable device.
+        declares_sharing_affinity=p.declares_sharing_affinity and (bool(required) or not p.extractors),
         extractors=required,
         preferred_extractors=preferred,
         metadata_slices=meta,
@@ -118,8 +119,9 @@ class Snapshot:
 
     @classmethod
     def build(cls, slices: Sequence[ResourceSlice], nodes: Sequence[str],
-              labels: Mapping[str, Mapping[str, str]], *, preferred_keys: bool = False) -> Snapshot:
-        gathered = gather_pools(slices)
+              labels: Mapping[str, Mapping[str, str]], *, preferred_keys: bool = False,
+              slice_problems: Mapping[str, str] | None = None) -> Snapshot:
+        gathered = gather_pools(slices, slice_problems)
         pools: dict[PoolID, PoolInfo] = {}
         ordered: list[tuple[ResourceSlice, Device, PoolInfo]] = []
         for pid in sorted(gathered):

@@ -195,7 +195,9 @@ def _signature(cyc: CycleState) -> str | None:
     """Content of what decides feasibility on a node; None when the index must not be used."""
     if cyc.allocated or not cyc.to_allocate:
         return None
-    parts = [repr(sorted(cyc.pod.spec.node_selector.items()))]
+    if cyc.placement.requests:
+        return None  # resource fit changes with every pod bound or gone: nothing to memoize
+    parts = [cyc.placement.signature()]
     for c in cyc.claims:
         parts.append(c.spec.model_dump_json())
     return "\x00".join(parts)

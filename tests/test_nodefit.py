@@ -1,0 +1,220 @@
+"""The non-DRA node filters (NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dra_affinity.api.core import Node, Pod
+from dra_affinity.scheduler.nodefit import (
+    NO_PLACEMENT,
+    NodeUsage,
+    PlacementError,
+    check_node,
+    node_facts,
+    placement_of,
+    pod_requests,
+    untolerated,
+)
+from dra_affinity.structured import reasons as R
+
+
+def pod(name: str = "p", node: str | None = None, phase: str | None = None, **spec: Any) -> Pod:
+    data: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
+                            "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    if node:
+        data["spec"]["nodeName"] = node
+    if phase:
+        data["status"] = {"phase": phase}
+    return Pod.model_validate(data)
+
+
+def node(name: str = "n1", *, taints: list[dict[str, str]] | None = None, unschedulable: bool = False,
+         allocatable: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Node:
+    data: dict[str, Any] = {"apiVersion": "v1", "kind": "Node",
+                            "metadata": {"name": name, "labels": labels or {}},
+                            "spec": {"taints": taints or [], "unschedulable": unschedulable}}
+    if allocatable is not None:
+        data["status"] = {"allocatable": allocatable}
+    return Node.model_validate(data)
+
+
+def container(**requests: str) -> dict[str, Any]:
+    return {"name": "c", "image": "x", "resources": {"requests": requests}}
+
+
+def verdict(p: Pod, n: Node, used: dict[str, int] | None = None) -> str | None:
+    labels = {**n.metadata.labels, "kubernetes.io/hostname": n.name}
+    got = check_node(placement_of(p), node_facts(n), labels, used or {})
+    return None if got is None else got[0]
+
+
+# ------------------------------------------------------------------ taints and tolerations
+@pytest.mark.parametrize(("toleration", "taint", "tolerated"), [
+    ({"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
+     {"key": "k", "value": "v", "effect": "NoSchedule"}, True),
+    ({"key": "k", "value": "v"}, {"key": "k", "value": "v", "effect": "NoExecute"}, True),  # no effect: any
+    ({"key": "k", "value": "v", "effect": "NoExecute"}, {"key": "k", "value": "v", "effect": "NoSchedule"},
+     False),
+    ({"key": "k", "value": "other"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
+    ({"key": "k", "operator": "Exists"}, {"key": "k", "value": "anything", "effect": "NoSchedule"}, True),
+    ({"operator": "Exists"}, {"key": "any", "value": "v", "effect": "NoExecute"}, True),  # tolerates all
+    ({"key": "j", "operator": "Exists"}, {"key": "k", "effect": "NoSchedule"}, False),
+    ({"key": "k", "operator": "Equal"}, {"key": "k", "effect": "NoSchedule"}, True),  # empty value = empty
+])
+def test_toleration_matching(toleration: dict[str, str], taint: dict[str, str], tolerated: bool) -> None:
+    p = pod(tolerations=[toleration])
+    n = node(taints=[taint])
+    assert verdict(p, n) == (None if tolerated else R.TAINT_NOT_TOLERATED)
+
+
+def test_prefer_no_schedule_taints_do_not_filter() -> None:
+    assert verdict(pod(), node(taints=[{"key": "k", "effect": "PreferNoSchedule"}])) is None
+
+
+def test_every_scheduling_taint_must_be_tolerated() -> None:
+    taints = [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"}]
+    assert verdict(pod(tolerations=[{"key": "a", "operator": "Exists"}]), node(taints=taints)) \
+        == R.TAINT_NOT_TOLERATED
+    both = [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]
+    assert verdict(pod(tolerations=both), node(taints=taints)) is None
+    placement = placement_of(pod(tolerations=both[:1]))
+    assert untolerated(taints, placement.tolerations) == taints[1]
+
+
+def test_message_names_the_taint() -> None:
+    got = check_node(NO_PLACEMENT, node_facts(node(taints=[{"key": "gpu", "value": "yes",
+                                                            "effect": "NoSchedule"}])), {}, {})
+    assert got is not None and "gpu=yes:NoSchedule" in got[1]
+
+
+def test_unschedulable_node_unless_tolerated() -> None:
+    n = node(unschedulable=True)
+    assert verdict(pod(), n) == R.NODE_UNSCHEDULABLE
+    tol = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+    assert verdict(pod(tolerations=[tol]), n) is None
+
+
+# ------------------------------------------------------------------ node affinity
+def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": list(terms)}}}
+
+
+def test_required_node_affinity_terms_or_expressions_and() -> None:
+    zone_a = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]},
+                                   {"key": "gpu", "operator": "DoesNotExist"}]}
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n9"]}]}
+    p = pod(affinity=affinity(zone_a, by_name))
+    assert verdict(p, node("n1", labels={"zone": "a"})) is None
+    assert verdict(p, node("n1", labels={"zone": "a", "gpu": "1"})) == R.NODE_AFFINITY_MISMATCH
+    assert verdict(p, node("n1", labels={"zone": "b"})) == R.NODE_AFFINITY_MISMATCH
+    assert verdict(p, node("n9", labels={"zone": "b"})) is None
+
+
+def test_preferred_affinity_and_pod_affinity_do_not_filter() -> None:
+    p = pod(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}]}})
+    assert placement_of(p) is NO_PLACEMENT
+    assert verdict(p, node()) is None
+
+
+# ------------------------------------------------------------------ resources
+def test_requests_sum_containers_and_take_the_init_peak() -> None:
+    p = pod(containers=[container(cpu="500m", memory="1Gi"), container(cpu="250m")],
+            initContainers=[{"name": "i", "image": "x",
+                             "resources": {"requests": {"cpu": "2", "memory": "128Mi"}}}])
+    assert pod_requests(p) == {"cpu": 2000, "memory": 1 << 30}
+
+
+def test_sidecars_run_with_the_app_and_later_init_containers() -> None:
+    sidecar = {"name": "s", "image": "x", "restartPolicy": "Always",
+               "resources": {"requests": {"cpu": "1"}}}
+    init = {"name": "i", "image": "x", "resources": {"requests": {"cpu": "1500m"}}}
+    p = pod(containers=[container(cpu="1")], initContainers=[sidecar, init])
+    # apps + sidecars = 2000m; the init container runs beside the sidecar: 2500m.
+    assert pod_requests(p) == {"cpu": 2500}
+
+
+def test_limits_stand_in_for_missing_requests_and_overhead_adds() -> None:
+    res = {"limits": {"memory": "2Gi", "cpu": "2"}, "requests": {"cpu": "1"}}
+    p = pod(containers=[{"name": "c", "image": "x", "resources": res}], overhead={"memory": "100Mi"})
+    assert pod_requests(p) == {"cpu": 1000, "memory": (2 << 30) + 100 * (1 << 20)}
+
+
+def test_pod_level_resources_replace_cpu_and_memory() -> None:
+    p = pod(containers=[container(cpu="100m", **{"example.com/fpga": "1"})],
+            resources={"requests": {"cpu": "3"}})
+    assert pod_requests(p) == {"cpu": 3000, "example.com/fpga": 1}
+
+
+def test_resource_fit() -> None:
+    n = node(allocatable={"cpu": "4", "memory": "8Gi", "pods": "3"})
+    p = pod(containers=[container(cpu="2", memory="1Gi")])
+    assert verdict(p, n) is None
+    assert verdict(p, n, {"cpu": 2000, "pods": 1}) is None  # exactly fits
+    assert verdict(p, n, {"cpu": 2001, "pods": 1}) == R.INSUFFICIENT_NODE_RESOURCES
+    assert verdict(pod(), n, {"pods": 3}) == R.INSUFFICIENT_NODE_RESOURCES  # too many pods
+    fpga = pod(containers=[container(**{"example.com/fpga": "1"})])
+    assert verdict(fpga, n) == R.INSUFFICIENT_NODE_RESOURCES  # not on this node at all
+
+
+def test_node_without_allocatable_is_not_resource_checked() -> None:
+    assert verdict(pod(containers=[container(cpu="64")]), node()) is None
+
+
+def test_insufficient_message_lists_resources() -> None:
+    n = node_facts(node(allocatable={"cpu": "1", "memory": "1Gi", "pods": "10"}))
+    got = check_node(placement_of(pod(containers=[container(cpu="2", memory="2Gi")])), n, {}, {})
+    assert got == (R.INSUFFICIENT_NODE_RESOURCES, "node n1: insufficient cpu, memory")
+
+
+# ------------------------------------------------------------------ usage
+def test_node_usage_follows_pod_events() -> None:
+    u = NodeUsage()
+    a = pod("a", node="n1", containers=[container(cpu="1")])
+    u.update("default/a", pod("a", containers=[container(cpu="1")]))  # pending: nothing
+    assert u.on("n1") == {}
+    u.update("default/a", a)
+    u.update("default/b", pod("b", node="n1", containers=[container(cpu="500m")]))
+    assert u.on("n1") == {"cpu": 1500, "pods": 2}
+    u.update("default/a", a)  # a resync counts once
+    assert u.on("n1") == {"cpu": 1500, "pods": 2}
+    u.update("default/a", pod("a", node="n1", phase="Succeeded", containers=[container(cpu="1")]))
+    assert u.on("n1") == {"cpu": 500, "pods": 1}
+    u.update("default/b", None)
+    assert u.on("n1") == {} and len(u) == 0 and not u.requested
+
+
+# ------------------------------------------------------------------ malformed input
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"tolerations": [{"key": "k", "operator": "Gte"}]}, "spec.tolerations[0].operator"),
+    ({"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}, "spec.tolerations[0].value"),
+    ({"tolerations": [{"operator": "Equal", "value": "v"}]}, "spec.tolerations[0].operator"),
+    ({"tolerations": [{"key": 3}]}, "spec.tolerations[0].key"),
+    ({"tolerations": [{"key": "k", "effect": "Sometimes"}]}, "spec.tolerations[0].effect"),
+    ({"containers": [container(cpu="lots")]}, "spec.containers[0].resources.requests.cpu"),
+    ({"containers": [container(cpu="-1")]}, "spec.containers[0].resources.requests.cpu"),
+    ({"containers": [{"name": "c", "resources": []}]}, "spec.containers[0].resources"),
+    ({"affinity": {"nodeAffinity": []}}, "spec.affinity.nodeAffinity"),
+    ({"affinity": affinity({"matchExpressions": [{"key": "k"}]})},
+     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.0"
+     ".matchExpressions.0.operator"),
+    ({"overhead": {"cpu": "x"}}, "spec.overhead.cpu"),
+    ({"containers": [{"name": "c", "resources": {"limits": {"memory": "1Q"}}}]},
+     "spec.containers[0].resources.limits.memory"),
+    ({"containers": [{"name": "c", "resources": {"requests": ["cpu"]}}]},
+     "spec.containers[0].resources.requests"),
+])
+def test_malformed_placement_names_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(PlacementError) as e:
+        placement_of(pod(**spec))
+    assert e.value.field == field
+    assert str(e.value).startswith(field + ": ")
+
+
+def test_unparsable_allocatable_counts_as_zero() -> None:
+    n = node(allocatable={"cpu": "many", "pods": "10"})
+    assert node_facts(n).allocatable == {"cpu": 0, "pods": 10}
+    assert verdict(pod(containers=[container(cpu="1m")]), n) == R.INSUFFICIENT_NODE_RESOURCES
