@@ -148,7 +148,7 @@ def test_constant_set_membership_follows_cel_equality() -> None:
 
 
 def test_selector_result_type_is_checked_when_compiling() -> None:
-    with pytest.raises(CELCompileError, match="must evaluate to bool or dyn, not string"):
+    with pytest.raises(CELCompileError, match="must return bool or dyn, not string"):
         SELECTOR_ENV.compile("device.driver")
     with pytest.raises(CELCompileError, match="not optional_type"):
         SELECTOR_ENV.compile("device.attributes['d'].?x")

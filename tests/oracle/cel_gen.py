@@ -128,7 +128,7 @@ TEMPLATES: Final[dict[str, tuple[str, ...]]] = {
              "[{str}, {str}].sortBy(s, s.size())", "{list}", "object.mixed",
              "{ilist}.transformList(i, v, i * v)", "{map}.transformMapEntry(k, v, {{k: v}})",
              "[?optional.of({int}), ?optional.none()]", "[{int}, ?object.?count]",
-             "object.nested.map(k, k)", "{map}.map(k, k)"),
+             "object.nested.map(k, k).sort()", "{map}.map(k, k).sort()"),
     "map": ("{{'a': {int}, 'b': {int}}}", "object.nested", "{map}", "{{{str}: {str}}}",
             "{{'a': 1, 'a': 2}}", "{ilist}.transformMap(i, v, v * 2)",
             "{{?'a': optional.of({int}), ?'b': optional.none()}}",

@@ -160,7 +160,7 @@ class Environment:
         result = checker.check(tree, {})
         if self.result_types is not None and result.name not in self.result_types:
             allowed = " or ".join(sorted(self.result_types))
-            raise CELCompileError(f"expression must evaluate to {allowed}, not {result}", 0)
+            raise CELCompileError(f"expression must return {allowed}, not {result}", 0)
         compiler = Compiler(self._names)
         compiler.check_constants(tree)
         fn = compiler.compile(tree)

@@ -323,17 +323,7 @@ class _Converter:
                 self._op_pos(op, left, right), op, self.conv(left, d), self.conv(right, d)
             )
         if data == "unary":
-            op_tree, operand = ch
-            assert isinstance(op_tree, Tree)
-            op = "!" if op_tree.data == "unary_not" else "-"
-            if op == "-":
-                lit = _numeric_literal(operand)
-                if lit is not None and str(lit).startswith("-"):
-                    return self._double_negation(t, lit, d)
-                if lit is not None:  # "- 5": one minus before a literal is its sign
-                    signed = Token.new_borrow_pos(lit.type, "-" + str(lit), lit)
-                    return A.Const(_pos(t), _literal(signed))
-            return A.Unary(_pos(t), op, self.conv(operand, d))
+            return self._unary(t, d)
         if data == "member_dot":
             operand, name = ch
             assert isinstance(name, Token)
@@ -414,14 +404,45 @@ class _Converter:
             f"syntax error: unsupported construct {data}", _pos(t)
         )  # pragma: no cover
 
-    def _double_negation(self, t: Tree[Token], tok: Token, depth: int) -> A.Expr:
-        """``--5``: the lexer put the second minus into the literal. cel-go reads a run
-        of two or more minus signs as operators on an unsigned literal, so the literal's
-        own range applies (``--9223372036854775808`` is an invalid int literal)."""
-        body = Token.new_borrow_pos(tok.type, str(tok)[1:], tok)
-        body.start_pos = _pos(tok) + 1
-        inner = A.Const(body.start_pos, _literal(body))
-        return A.Unary(_pos(t), "-", A.Unary(_pos(tok), "-", inner))
+    def _unary(self, t: Tree[Token], depth: int) -> A.Expr:
+        """A run of ``!`` or of ``-`` as cel-go reads it: an even run cancels out (``!!x``
+        is ``x``), an odd run is one operator; a single ``-`` before a number is the
+        literal's sign (``-5``, ``- 5``). The lexer may have put the last minus of a run
+        into the literal (``--5`` is ``-`` and ``-5``): it counts as part of the run, and
+        the literal's own range then applies (``--9223372036854775808`` is invalid)."""
+        op_tree = t.children[0]
+        assert isinstance(op_tree, Tree)
+        kind = op_tree.data
+        op = "!" if kind == "unary_not" else "-"
+        run = 0
+        node: Tree[Token] | Token = t
+        while (
+            isinstance(node, Tree)
+            and node.data == "unary"
+            and len(node.children) == 2
+            and isinstance(node.children[0], Tree)
+            and node.children[0].data == kind
+        ):
+            run += 1
+            node = node.children[1]
+        if depth + 1 > MAX_NESTING_DEPTH:
+            raise self._too_deep(t)
+        if op == "-":
+            lit = _numeric_literal(node)
+            if lit is not None:
+                text = str(lit)
+                if text.startswith("-"):  # the lexer's sign: one more minus in the run
+                    run += 1
+                    text = text[1:]
+                if run == 1:  # a negative literal
+                    signed = Token.new_borrow_pos(lit.type, "-" + text, lit)
+                    return A.Const(_pos(t), _literal(signed))
+                body = Token.new_borrow_pos(lit.type, text, lit)
+                body.start_pos = _pos(lit) + len(str(lit)) - len(text)
+                inner: A.Expr = A.Const(body.start_pos, _literal(body))
+                return inner if run % 2 == 0 else A.Unary(_pos(t), "-", inner)
+        inner = self.conv(node, depth + 1)
+        return inner if run % 2 == 0 else A.Unary(_pos(t), op, inner)
 
     def _args(self, exprlist: Tree[Token] | Token | None, depth: int) -> tuple[A.Expr, ...]:
         if exprlist is None:
