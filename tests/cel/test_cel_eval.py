@@ -380,7 +380,7 @@ ERRORS: list[tuple[str, str]] = [
     ("'abc'.charAt(4)", "invalid_argument"),
     ("'abc'.substring(2, 1)", "invalid_argument"),
     ("'abc'.substring(4)", "invalid_argument"),
-    ("'abc'.indexOf('a', 9)", "invalid_argument"),
+    ("'abc'.indexOf('a', -1)", "invalid_argument"),
     ("[].min()", "invalid_argument"),
     ("[dyn(1), dyn('a')].max()", "no_such_overload"),
     ("[dyn(1), dyn('a')].sum()", "no_such_overload"),

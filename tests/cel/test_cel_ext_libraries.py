@@ -75,3 +75,45 @@ def test_data_driven_range_estimate_is_unbounded_but_min_is_not() -> None:
     est = EXTRACTOR_ENV.compile("lists.range(object.n).size()").cost_estimate
     assert est.min < 100
     assert est.max == 2**63 - 1
+
+
+# -- sortBy (ext.Lists version 2+) ----------------------------------------------------
+
+SORT_BY = [
+    ("['b', 'a', 'c'].sortBy(s, s)", ["a", "b", "c"]),
+    ("[3, 1, 2].sortBy(x, -x)", [3, 2, 1]),
+    ("[{'k': 2}, {'k': 1}].sortBy(m, m.k)", [{"k": 1}, {"k": 2}]),
+    ("['bb', 'a', 'cc'].sortBy(s, s.size())", ["a", "bb", "cc"]),  # equal keys keep their order
+    ("[].sortBy(x, x)", []),
+    ("(true ? [2, 1] : []).sortBy(x, x)", [1, 2]),
+    ("[timestamp(2), timestamp(1)].sortBy(t, t) == [timestamp(1), timestamp(2)]", True),
+]
+
+
+@pytest.mark.parametrize(("expr", "value"), SORT_BY, ids=[c[0] for c in SORT_BY])
+def test_sort_by(expr: str, value: object) -> None:
+    assert ev_cost(expr)[0] == value
+
+
+def test_sort_by_cost_is_cel_go_plus_the_second_evaluation_of_the_list() -> None:
+    # keys list: the map over the list (cel-go's charge) is 3 + ...; @sortByAssociatedKeys is
+    # 2 n^2 + 11; the list expression (object.n, 2) is evaluated twice here, once in cel-go.
+    _, cost = ev_cost("object.n.sortBy(x, x)", {"object": {"n": [3, 1, 2]}})
+    _, map_cost = ev_cost("object.n.map(x, x)", {"object": {"n": [3, 1, 2]}})
+    assert cost == 2 + map_cost + 2 * 9 + 11
+
+
+@pytest.mark.parametrize("expr", ["object.n.sortBy(x, [x])", "{'a': 1}.sortBy(x, x)", "1.sortBy(x, x)",
+                                  "object.n.sortBy(1, x)"])
+def test_sort_by_compile_errors(expr: str) -> None:
+    with pytest.raises(CELCompileError):
+        EXTRACTOR_ENV.compile(expr)
+
+
+@pytest.mark.parametrize(("obj", "reason"), [({"n": [{"k": 1}, {"k": 2}]}, "invalid_argument"),
+                                             ({"n": [1, "a"]}, "invalid_argument"),
+                                             ({"n": 5}, "no_such_overload")])
+def test_sort_by_runtime_errors(obj: object, reason: str) -> None:
+    with pytest.raises(CELEvalError) as info:
+        ev_cost("object.n.sortBy(x, x)", {"object": obj})
+    assert info.value.reason == reason

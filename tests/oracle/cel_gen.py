@@ -58,10 +58,20 @@ ATOMS: Final[dict[str, tuple[str, ...]]] = {
                 "'2001:db8::/32'"),
     "urlstr": ("'https://example.com:8443/a/b?x=1#f'", "'http://[::1]/'", "'not a url'",
                "'/relative/path'", "'https://user@host/'"),
+    "tsstr": ("'2024-01-02T03:04:05Z'", "'2024-03-10T07:30:00.123456789+05:30'", "'1999-12-31T23:59:59-08:00'",
+              "'0001-01-01T00:00:00Z'", "'9999-12-31T23:59:59.999999999Z'", "'2024-02-30T00:00:00Z'",
+              "'2024-01-02 03:04:05Z'", "'2024-01-02T03:04:05'"),
+    "durstr": ("'1h30m'", "'-1.5s'", "'300ms'", "'2us'", "'0'", "'1h1m1s1ms1us1ns'", "'.5h'", "'1x'", "''",
+               "'2562047h47m16.854775807s'", "'2562047h47m16.854775808s'"),
+    "tz": ("'America/New_York'", "'Asia/Kolkata'", "'UTC'", "'+05:30'", "'-02:15'", "'Mars/Base'", "'5:30'",
+           "'Europe/Berlin'", "'+05:99'"),
+    "fmt": ("'%s'", "'%d'", "'%.2f'", "'%e'", "'%x'", "'%X'", "'%o'", "'%b'", "'%s-%s'", "'[%s]'", "'%%%s'",
+            "'%.0f'", "'%f %s'", "'%z'", "'%'"),
 }
 
 OBJECT_KEYS: Final = ("name", "count", "ratio", "flag", "tags", "nums", "nested", "empty",
-                      "big", "mem", "version", "ip", "cidr", "nul", "mixed", "missing")
+                      "big", "mem", "version", "ip", "cidr", "nul", "mixed", "missing",
+                      "ts", "dur", "tz", "url", "args")
 
 TEMPLATES: Final[dict[str, tuple[str, ...]]] = {
     # holes that produce a value of a type
@@ -137,6 +147,17 @@ TEMPLATES: Final[dict[str, tuple[str, ...]]] = {
               "{bytes} + {bytes}"),
     "any": ("{int}", "{uint}", "{double}", "{str}", "{bool}", "{list}", "{map}", "{bytes}",
             "null", "object.{key}", "object['{key}']", "object.nested.{key}"),
+}
+
+# Method names filled into library templates.
+LIB_HOLES: Final[dict[str, tuple[str, ...]]] = {
+    "acc": ("getFullYear", "getMonth", "getDayOfYear", "getDate", "getDayOfMonth", "getDayOfWeek", "getHours",
+            "getMinutes", "getSeconds", "getMilliseconds"),
+    "dacc": ("getHours", "getMinutes", "getSeconds", "getMilliseconds"),
+    "ipacc": ("family", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast",
+              "isGlobalUnicast"),
+    "cidracc": ("prefixLength", "ip", "masked"),
+    "urlacc": ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery"),
 }
 
 TYPENAMES: Final = ("int", "uint", "double", "string", "bool", "list", "map", "bytes",
@@ -243,7 +264,7 @@ FAMILIES: Final[tuple[tuple[str, int, tuple[str, ...]], ...]] = (
                      "object.?{key}.or(optional.of({int}))", "[?object.?{key}]",
                      "{{?'x': object.?{key}}}", "object.?{key}.?{key}", "{ilist}[?{int}]",
                      "optional.ofNonZeroValue(object.{key})", "object.nums[?{small}].orValue(-1)",
-                     "object.?nested.?inner.orValue({{}})", "[?{ilist}[?{small}], ?optional.none()]",
+                     "object.?nested.?inner.orValue({{}})", "[?[1, 2, 3][?{small}], ?optional.none()]",
                      "optional.of({int}).or(object.?count)", "object.?count.value() + {int}",
                      "optional.none().orValue({int})", "type(object.?{key}) == optional_type",
                      "object.?{key} == optional.none()", "object.?tags[{small}]", "{map}.?a",
@@ -271,6 +292,38 @@ FAMILIES: Final[tuple[tuple[str, int, tuple[str, ...]], ...]] = (
                  "timestamp('2024-01-02T03:04:05Z') - timestamp('2024-01-01T00:00:00Z')",
                  "timestamp('9999-12-31T23:59:59Z') + duration('1s')",
                  "timestamp('2024-01-02T03:04:05Z').getHours('America/New_York')")),
+    # Libraries of the Kubernetes environment over data (dynamically typed, so errors surface
+    # at run time, and no constant folding hides the runtime cost upstream).
+    ("lib.time", 5, ("timestamp(object.ts).{acc}()", "timestamp(object.ts).{acc}({tz})",
+                     "timestamp(object.ts).{acc}(object.tz)", "duration(object.dur).{dacc}()",
+                     "string(timestamp(object.ts))", "string(duration(object.dur))", "int(timestamp(object.ts))",
+                     "int(duration(object.dur))", "timestamp(object.ts) + duration(object.dur)",
+                     "duration(object.dur) + timestamp(object.ts)", "timestamp(object.ts) - duration(object.dur)",
+                     "timestamp(object.ts) - timestamp({tsstr})", "duration(object.dur) - duration({durstr})",
+                     "duration(object.dur) + duration(object.dur)", "timestamp(object.ts) < timestamp({tsstr})",
+                     "duration(object.dur) >= duration({durstr})", "timestamp(object.ts) == timestamp({tsstr})",
+                     "timestamp(object.count)", "timestamp(object.ts).getDayOfWeek() == {small}",
+                     "timestamp({tsstr}).{acc}({tz})", "duration({durstr}).{dacc}()",
+                     "[duration(object.dur), duration({durstr})].sort()", "type(timestamp(object.ts))",
+                     "dyn(duration(object.dur)) + dyn(object.count)", "timestamp(object.ts) + duration({durstr})")),
+    ("lib.net", 4, ("ip(object.ip).{ipacc}()", "string(ip(object.ip))", "isIP(object.ip)", "ip.isCanonical(object.ip)",
+                    "cidr(object.cidr).{cidracc}()", "string(cidr(object.cidr).masked())", "isCIDR(object.cidr)",
+                    "cidr(object.cidr).containsIP(object.ip)", "cidr(object.cidr).containsIP(ip(object.ip))",
+                    "cidr(object.cidr).containsCIDR(object.cidr)", "cidr({cidrstr}).containsIP(object.ip)",
+                    "ip(object.ip) == ip({ipstr})", "cidr(object.cidr) == cidr({cidrstr})",
+                    "string(cidr(object.cidr).ip())", "ip(object.ip).family() == 6")),
+    ("lib.url", 3, ("url(object.url).{urlacc}()", "isURL(object.url)", "url(object.url).getQuery()",
+                    "url(object.url) == url({urlstr})", "url({urlstr}).{urlacc}()", "url(object.name).getHost()")),
+    ("lib.format", 4, ("{fmt}.format(object.args)", "{fmt}.format([object.{key}])", "{fmt}.format([{any}])",
+                       "'%s'.format([object])", "{fmt}.format([object.ratio, object.name])",
+                       "'%s'.format([object.nums])", "'%s'.format([object.nested])", "strings.quote(object.name)",
+                       "strings.quote({str})", "'%d and %s'.format(object.args)", "{fmt}.format(object.nums)")),
+    ("lib.offsets", 2, ("object.name.indexOf({str}, {small})", "object.name.lastIndexOf({str}, {small})",
+                        "{str}.indexOf(object.name, object.count)", "object.name.lastIndexOf('', object.count)",
+                        "object.name.indexOf('', {int})")),
+    ("lib.quantity", 2, ("quantity(object.mem).isInteger()", "quantity(object.mem).asInteger()",
+                         "quantity(object.mem).add({int}).isInteger()", "quantity({qty}).sub(quantity(object.mem)).isInteger()",
+                         "quantity(object.mem).add(quantity({qty})).asInteger()")),
     ("ill_typed", 6, ("1 + 'a'", "size(1)", "{str}.contains({int})", "{int} && true",
                       "'a' < 1", "{int} + {uint}", "{int} + {double}", "nosuchfn(1)",
                       "{str}.nosuch()", "[1, 'a']", "{{'a': 1, 'b': 'x'}}", "!{int}",
@@ -293,7 +346,7 @@ FAMILIES: Final[tuple[tuple[str, int, tuple[str, ...]], ...]] = (
                  "object.tags.all(a, object.tags.all(b, object.tags.all(c, a + b + c != '')))")),
 )
 
-HOLE: Final = re.compile(r"\{\{|\}\}|\{(int|small|uint|double|str|bool|list|ilist|slist|map|bytes|regex|qty|semver|ipstr|cidrstr|urlstr|any|key|typename)\}")
+HOLE: Final = re.compile(r"\{\{|\}\}|\{(int|small|uint|double|str|bool|list|ilist|slist|map|bytes|regex|qty|semver|ipstr|cidrstr|urlstr|tsstr|durstr|tz|fmt|acc|dacc|ipacc|cidracc|urlacc|any|key|typename)\}")
 
 
 class Generator:
@@ -336,11 +389,28 @@ class Generator:
         if key == "version":
             return r.choice(["1.2.3", "1.10.0", "v2", "0.0.1-alpha"])
         if key == "ip":
-            return r.choice(["10.0.0.1", "::1", "bad"])
+            return r.choice(["10.0.0.1", "::1", "bad", "fe80::1", "224.0.0.251", "255.255.255.255", "0.0.0.0",
+                             "2001:DB8::1", "::ffff:1.2.3.4", "169.254.1.1", "ff02::1", "010.1.1.1"])
         if key == "cidr":
-            return r.choice(["10.0.0.0/8", "::/0"])
+            return r.choice(["10.0.0.0/8", "::/0", "10.1.2.3/16", "2001:db8::1/48", "1.2.3.4/33",
+                             "192.168.0.0/016", "fe80::/10"])
         if key == "nul":
             return None
+        if key == "ts":
+            return r.choice(["2024-01-02T03:04:05Z", "2024-03-10T07:30:00.5+05:30", "1970-01-01T00:00:00Z",
+                             "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2024-13-01T00:00:00Z",
+                             "2024-02-29T12:00:00-08:00", "bad"])
+        if key == "dur":
+            return r.choice(["1h30m", "-90s", "1.5ms", "0", "2562047h", "1x", "100ns", "3\u00b5s"])
+        if key == "tz":
+            return r.choice(["America/New_York", "Australia/Lord_Howe", "UTC", "-09:30", "Nowhere/City"])
+        if key == "url":
+            return r.choice(["https://example.com:8443/a/b?x=1&x=2&y=%zz#frag", "http://[fe80::1%25eth0]:8080/p",
+                             "/just/a/path?q", "mailto:someone@example.com", "http://h:bad/", "*",
+                             "HTTP://User:P%40ss@Example.COM/a%2Fb c", "relative/path", ""])
+        if key == "args":
+            return r.choice([[], ["x"], [1, "y"], [2.5, True, None], [[1, 2], {"k": "v"}], ["NaN", 1e21],
+                             [-255, "h\u00e9llo"]])
         if key == "mixed":
             return [1, "a", 2.5, True, None, {"k": [1]}][: r.randint(0, 6)]
         return "unexpected"
@@ -387,7 +457,10 @@ class Generator:
             return r.choice(OBJECT_KEYS)
         if kind == "typename":
             return r.choice(TYPENAMES)
-        if kind in ("small", "regex", "qty", "semver", "ipstr", "cidrstr", "urlstr"):
+        if kind in LIB_HOLES:
+            return r.choice(LIB_HOLES[kind])
+        if kind in ("small", "regex", "qty", "semver", "ipstr", "cidrstr", "urlstr", "tsstr", "durstr", "tz",
+                    "fmt"):
             return r.choice(ATOMS[kind])
         if kind == "any":
             kind = r.choice(["int", "uint", "double", "str", "bool", "list", "map", "bytes"])

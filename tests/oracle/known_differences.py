@@ -61,48 +61,6 @@ def _max_estimates(pred: object) -> object:
 
 CEL_KNOWN: list[Known] = [
     # ---------------------------------------------------------------- feature gaps
-    Known(
-        "timestamps and durations",
-        "`timestamp()`/`duration()` values, their arithmetic and accessors (standard CEL) "
-        "are not implemented: compile error for us.",
-        ANY,
-        subject=r"\b(timestamp|duration)\(",
-    ),
-    Known(
-        "IP and CIDR library",
-        "Kubernetes' `ip()`, `cidr()`, `isIP()`, `isCIDR()`, `ip.isCanonical()` and their "
-        "methods (library.IP/CIDR, since 1.30/1.31) are not implemented: compile error for us.",
-        ANY,
-        subject=r"\b(ip|cidr|isIP|isCIDR)\(|\bip\.isCanonical\(",
-    ),
-    Known(
-        "URL library",
-        "Kubernetes' `url()`, `isURL()` and the URL accessors (library.URLs) are not "
-        "implemented: compile error for us.",
-        ANY,
-        subject=r"\b(url|isURL)\(",
-    ),
-    Known(
-        "extended lists library",
-        "cel-go ext.Lists (`lists.range`, `.slice`, `.flatten`, `.distinct`, `.sort`, "
-        "`.sortBy`, `.reverse` on lists; Kubernetes uses ext.Lists since 1.29-1.37) is "
-        "missing: compile error for us.",
-        ANY,
-        subject=r"\blists\.range\(|\.(slice|flatten|distinct|sort|sortBy)\(",
-    ),
-    Known(
-        "sets library",
-        "cel-go ext.Sets (`sets.contains/intersects/equivalent`, since 1.29) is missing.",
-        ANY,
-        subject=r"\bsets\.",
-    ),
-    Known(
-        "strings library: format, quote, reverse",
-        "`string.format()`, `strings.quote()` and `string.reverse()` (ext.Strings version 2+, "
-        "as Kubernetes 1.37 configures it) are missing: compile error for us.",
-        ANY,
-        subject=r"\.format\(|\bstrings\.quote\(|\.reverse\(\)",
-    ),
     # ------------------------------------------------------------ compile-time checks
     Known(
         "static overload resolution",
@@ -135,31 +93,18 @@ CEL_KNOWN: list[Known] = [
         where=_ours_message(r"unsupported map key type: (map|list)"),
     ),
     # ------------------------------------------------------------ runtime semantics
-    Known(
-        "indexOf/lastIndexOf offsets",
-        "ext.Strings `indexOf(s, offset)`/`lastIndexOf`: cel-go returns -1 (or clamps) where "
-        "the offset is past the end or the needle is empty; we raise 'index out of range' or "
-        "answer a different index.",
-        OUTCOMES | {"value"},
-        subject=r"\.(indexOf|lastIndexOf)\(",
-    ),
-    Known(
-        "quantity integer checks",
-        "`quantity(q).isInteger()`/`asInteger()`: Kubernetes answers from the quantity's "
-        "internal scaled representation (e.g. 1.5Gi is not 'integer' there and asInteger "
-        "fails), we answer from the exact value.",
-        OUTCOMES | {"value"},
-        subject=r"\.(isInteger|asInteger)\(\)",
-    ),
-    Known(
-        "selector: unknown attribute or capacity domain",
-        "Upstream's DRA activation answers an empty map for a domain the device does not "
-        "have (so `has(device.attributes['x'].y)` is false); ours raises 'no such key'.",
-        OUTCOMES,
-        families=frozenset({"device"}),
-        where=_ours_message(r"no such key: [a-z.]+\.com"),
-    ),
     # ----------------------------------------------------------------------- cost
+    Known(
+        "runtime cost: library work charged (deliberate)",
+        "We charge work Kubernetes leaves uncharged (docs/decisions.md, 'CEL libraries'): "
+        "`isURL`/`url` pay 1 per %-escape besides 0.1 per character (Kubernetes: 1 and 0.1 per "
+        "character), `getQuery()` pays for the map it builds, `containsIP`/`containsCIDR` always pay the parse of a string "
+        "argument (Kubernetes only when its static type is string), `format` pays 0.1 per "
+        "character of its result.",
+        frozenset({"cost"}),
+        subject=r"\b(isURL|url)\(object|\.getQuery\(|\.contains(IP|CIDR)\(object|\.format\(",
+        where=_costs(lambda o, u: o > u),
+    ),
     Known(
         "runtime cost: we charge more",
         "Where our runtime cost is higher, on purpose (each bounds Python work the budget "
@@ -225,6 +170,16 @@ ALLOCATE_KINDS = frozenset({
 
 ALLOCATE_KNOWN: list[Known] = [
     Known(
+        "selectors failing on another driver's device: evaluation order",
+        "A request selector that reads `device.attributes['<domain>'].<name>` without has() "
+        "fails at runtime on a device of another driver (both sides: the unknown domain is an "
+        "empty map, the attribute is missing). Upstream stops evaluating once the request is "
+        "satisfied and visits devices in its own order, so it may allocate before reaching "
+        "such a device where ours reaches it first (and reports the error).",
+        frozenset({"outcome:error->allocated"}),
+        where=_tagged("unguarded-selector"),
+    ),
+    Known(
         "allocationMode All on an incomplete pool",
         "A request with allocationMode All on a node where a pool is incomplete: upstream "
         "1.37 returns a plain error ('asks for all devices, but resource pool ... is "
@@ -264,15 +219,5 @@ ALLOCATE_KNOWN: list[Known] = [
         frozenset({"outcome:unschedulable->error"}),
         where=lambda f: "mode.All" in f.attrs["tags"] and bool(
             re.search(r"CEL runtime error", f.attrs["upstream"].message)),
-    ),
-    Known(
-        "selectors reading another driver's attributes",
-        "A request selector that reads `device.attributes['<domain>']` on a device of another "
-        "driver: upstream's activation answers an empty map for an unknown domain (so the "
-        "failure, if any, is a missing attribute of that map, and `has()` is false), ours "
-        "fails with 'no such key: <domain>' (see the CEL suite's 'unknown attribute or "
-        "capacity domain'); which device hits the error first also decides the outcome.",
-        ALLOCATE_KINDS,
-        where=_tagged("unguarded-selector"),
     ),
 ]

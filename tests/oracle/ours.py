@@ -28,6 +28,7 @@ from dra_affinity.cel import (
     UInt,
 )
 from dra_affinity.cel.optionals import CelOptional
+from dra_affinity.cel.values import cel_type_of
 
 # The runtime cost limits upstream applies: the VAP base environment's
 # per-call limit (object) and CELSelectorExpressionMaxCost (device); both 1e6.
@@ -88,6 +89,9 @@ def tag_ours(v: object) -> Tagged:
         return ("kubernetes.Quantity", str(v))
     if isinstance(v, Semver):
         return ("kubernetes.Semver", str(v))
+    lib = _tag_library_value(v)
+    if lib is not None:
+        return lib
     if isinstance(v, Mapping):
         return _sorted_map([(tag_ours(k), tag_ours(x)) for k, x in v.items()])
     if isinstance(v, (list, tuple)):
@@ -95,6 +99,19 @@ def tag_ours(v: object) -> Tagged:
     if isinstance(v, CelOptional):
         return ("optional_type", tag_ours(v.value) if v.present else None)
     return (f"python:{type(v).__name__}", repr(v))
+
+
+def _tag_library_value(v: object) -> Tagged | None:
+    """Values of our library modules, in the form the oracle prints them."""
+    from dra_affinity.cel.lib_net import CIDR, IP
+    from dra_affinity.cel.lib_time import Duration, Timestamp
+    from dra_affinity.cel.lib_url import URL
+
+    if isinstance(v, (IP, CIDR, URL)):
+        return (cel_type_of(v).name, str(v))
+    if isinstance(v, (Timestamp, Duration)):
+        return (cel_type_of(v).name, v.go_string())
+    return None
 
 
 def tag_oracle(t: Mapping[str, Any]) -> Tagged:

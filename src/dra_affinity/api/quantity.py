@@ -162,7 +162,9 @@ def as_quantity(v: object) -> Quantity | None:
 class Quantity:
     """An exact Kubernetes resource quantity. Immutable and hashable."""
 
-    __slots__ = ("_format", "_nanos", "num")
+    # `_amount` is set only by the CEL quantity library (Kubernetes' internal
+    # representation, see dra_affinity.cel.lib_quantity); unset elsewhere.
+    __slots__ = ("_amount", "_format", "_nanos", "num")
     _nanos: int
     _format: Format
     # The value as an int when whole (the common case), else the Fraction:

@@ -18,6 +18,7 @@ from . import ast as A
 from . import types as T
 from .errors import CELCompileError
 from .library import FUNCTION_NAMES, REGISTRY, Overload
+from .libs import TIME_TYPES, time_arith_type, validate_literal_format
 from .optionals import OPT_INDEX, OPT_SELECT
 from .quantity import Quantity
 from .semver import Semver
@@ -48,6 +49,7 @@ def const_type(value: object) -> Ty:
     if t is Semver:
         return T.SEMVER
     return T.DYN
+
 
 
 def _err(msg: str, node: A.Expr) -> CELCompileError:
@@ -106,6 +108,8 @@ class Checker:
         self.types: TypeMap = {}
         # shape of each list/map literal: its type with empty literals' element types free
         self.shapes: TypeMap = {}
+        # list literals exempt from homogeneity (format()'s arguments, as cel-go exempts)
+        self.exempt: set[A.Expr] = set()
 
     def _shape(self, e: A.Expr) -> Ty:
         return self.shapes.get(e) or self.types[e]
@@ -198,6 +202,9 @@ class Checker:
                 shape = self._shape(x)
                 if i in e.optional:
                     shape = self._opt_elem(x, shape)
+                if e in self.exempt:
+                    elem = shape if elem is None or _fits(elem, shape) == elem else T.DYN
+                    continue
                 elem = self._homogeneous(elem, x, shape)
             self.shapes[e] = T.list_of(elem or _FREE)
             return _concrete(self.shapes[e])
@@ -294,6 +301,11 @@ class Checker:
             if rn == "map" and T.comparable_eq(lt, rt.key):
                 return T.BOOL
             raise fail
+        if ln in TIME_TYPES or rn in TIME_TYPES:
+            time_result = time_arith_type(op, ln, rn)
+            if time_result is None:
+                raise fail
+            return time_result
         allowed = {
             "+": ("int", "uint", "double", "string", "bytes", "list"),
             "-": ("int", "uint", "double"),
@@ -355,6 +367,8 @@ class Checker:
         return T.list_of(tt)
 
     def _call(self, e: A.Call, scope: Mapping[str, Ty]) -> Ty:
+        if e.name == "format":
+            self.exempt.update(a for a in e.args if isinstance(a, A.ListLit))
         recv = self.check(e.target, scope) if e.target is not None else None
         args = tuple(self.check(a, scope) for a in e.args)
         member = recv is not None
@@ -372,6 +386,18 @@ class Checker:
         if not results:
             shape = f"{recv}.({_sig(args)})" if member else f"({_sig(args)})"
             raise _err(f"found no matching overload for '{e.name}' applied to '{shape}'", e)
+        if (
+            e.name == "format"
+            and isinstance(e.target, A.Const)
+            and type(e.target.value) is str
+            and len(e.args) == 1
+            and isinstance(e.args[0], A.ListLit)
+        ):
+            problem = validate_literal_format(
+                e.target.value, [self.types[x].name for x in e.args[0].elems]
+            )
+            if problem is not None:
+                raise _err(problem, e)
         first = results[0]
         if e.name == "optional.none":  # optional of a free type in homogeneous literals
             self.shapes[e] = Ty(T.OPTIONAL_NAME, (_FREE,))

@@ -34,6 +34,7 @@ from .library import (
     str_cost,
     str_width,
 )
+from .libs import estimate_call
 from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
 from .optionals import OPT_INDEX, OPT_SELECT
 from .types import Ty
@@ -349,6 +350,9 @@ class Estimator:
         opt = self._optional_call(name, sizes)
         if opt is not None:
             return base + opt[0], opt[1]
+        lib = estimate_call(name, [s.n for s in sizes], self.str_bound)
+        if lib is not None:
+            return base + lib[0], Sz(lib[1])
         return base + 1, SCALAR
 
     def _optional_call(self, name: str, sizes: list[Sz]) -> tuple[int, Sz] | None:
@@ -380,7 +384,7 @@ class Estimator:
                 n = max(arg.value, 0)
             else:
                 n = COST_CAP if self.str_bound else 0  # an int from data: unbounded
-            return n + created, Sz(n)
+            return n + created, Sz(n, SCALAR)
         if name in ("flatten", "distinct", "sort"):
             n = self.count(sizes[0])
             if name == "flatten":
@@ -388,8 +392,10 @@ class Estimator:
                 depth = arg.value if isinstance(arg, A.Const) and type(arg.value) is int else 1
                 if len(exprs) > 1 and not isinstance(arg, A.Const):
                     depth = COST_CAP if self.str_bound else 1  # charged depth x size at run time
+                # each flattened element is no larger than the element it came from
+                outer = self.elem_of(sizes[0])
                 return min(max(depth, 1) * n, COST_CAP) + created, self.data if sizes[0].data else Sz(
-                    n * max(1, self.elem_of(sizes[0]).n)
+                    n * max(1, outer.n), outer
                 )
             return int(2.1 * n * n) + created, Sz(n, self.elem_of(sizes[0]), data=sizes[0].data)
         return None

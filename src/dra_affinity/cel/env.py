@@ -16,8 +16,9 @@ from .checker import Checker
 from .cost import COST_CAP, Estimator
 from .errors import RUNTIME, CELCompileError, CELCostExceeded, CELError, CELEvalError
 from .interpreter import Compiler, Fn, Meter
+from .lib_dra import adapt_device
 from .parser import MAX_NESTING_DEPTH, parse
-from .types import Ty, parse_type
+from .types import DEVICE, Ty, parse_type
 
 COMPILE_CACHE_SIZE: Final = 4096
 
@@ -40,22 +41,31 @@ class CostEstimate:
 class Program:
     """A compiled expression. Immutable, thread-safe and reusable."""
 
-    __slots__ = ("_fn", "cost_estimate", "expression", "result_type", "static_type")
+    __slots__ = ("_device_vars", "_fn", "cost_estimate", "expression", "result_type", "static_type")
 
     expression: str
     result_type: str
     static_type: Ty
     cost_estimate: CostEstimate
     _fn: Fn
+    _device_vars: tuple[str, ...]
 
     def __init__(
-        self, expression: str, static_type: Ty, cost_estimate: CostEstimate, fn: Fn
+        self,
+        expression: str,
+        static_type: Ty,
+        cost_estimate: CostEstimate,
+        fn: Fn,
+        device_vars: tuple[str, ...] = (),
     ) -> None:
         object.__setattr__(self, "expression", expression)
         object.__setattr__(self, "static_type", static_type)
         object.__setattr__(self, "result_type", static_type.name)
         object.__setattr__(self, "cost_estimate", cost_estimate)
         object.__setattr__(self, "_fn", fn)
+        # Variables declared `device`: their attribute and capacity maps answer
+        # an empty map for an unknown domain, as Kubernetes' activation does.
+        object.__setattr__(self, "_device_vars", device_vars)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Program is immutable")
@@ -73,6 +83,9 @@ class Program:
         meter = Meter(max(int(budget), 0))
         try:
             env = dict(activation)
+            for name in self._device_vars:
+                if name in env:
+                    env[name] = adapt_device(env[name])
             value = self._fn(env, meter)
         except CELCostExceeded:
             raise
@@ -169,7 +182,8 @@ class Environment:
             tree, {}
         )[0]
         estimate = CostEstimate(min(low, COST_CAP), min(max(high, low), COST_CAP))
-        return Program(expression, result, estimate, fn)
+        device_vars = tuple(k for k, t in self.declarations.items() if t == DEVICE)
+        return Program(expression, result, estimate, fn, device_vars)
 
 
 EXTRACTOR_ENV: Final = Environment("sharingAffinity extractor", {"object": "dyn"})

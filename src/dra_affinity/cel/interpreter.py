@@ -30,6 +30,7 @@ from .errors import (
 )
 from .library import REGEX_FUNCTIONS, REGISTRY, compile_regex, nso, str_cost
 from .library_opt import LAZY_OPTIONAL_CALLS
+from .libs import LITERAL_CHECKED
 from .meter import (
     LIST_CREATE_BASE_COST,
     MAP_CREATE_BASE_COST,
@@ -591,6 +592,11 @@ class Compiler:
                     compile_regex(pattern.value)
                 except CELEvalError as err:
                     raise CELCompileError(err.message, pattern.pos) from None
+        if e.name in LITERAL_CHECKED and e.target is None and isinstance(e.args[0], A.Const):
+            try:
+                fn.impl(e.args[0].value)
+            except CELEvalError as err:
+                raise CELCompileError(err.message, e.args[0].pos) from None
         arg_exprs = ((e.target,) if e.target is not None else ()) + e.args
         arg_fns = tuple(self.compile(a, scope) for a in arg_exprs if a is not None)
         if e.target is not None and e.name in LAZY_OPTIONAL_CALLS and len(arg_fns) == 2:

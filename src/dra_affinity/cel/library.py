@@ -9,6 +9,7 @@ are not here: the compiler specializes them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -21,8 +22,18 @@ import re2
 
 from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .lib_quantity import (
+    Amount,
+    add_amounts,
+    amount_of,
+    as_int64,
+    negate,
+    parse_amount,
+    with_amount,
+)
 from .library_ext import EXT_FUNCTIONS
 from .library_opt import OPT_FUNCTIONS, OPT_RESULT_COSTS
+from .libs import LIB_FUNCTIONS, RESULT_COSTS, convert
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 from .types import Ty
@@ -310,6 +321,9 @@ def _to_int(x: Any) -> int:
         if v is None or not INT64_MIN <= v <= INT64_MAX:
             _conversion_error(s, "int")
         return v
+    out = convert("int", x)
+    if out is not None:
+        return out  # type: ignore[return-value]
     nso("int", x)
 
 
@@ -387,6 +401,9 @@ def _to_string(x: Any) -> str:
             ) from None
     if isinstance(x, str):
         return str(x)
+    out = convert("string", x)
+    if out is not None:
+        return out  # type: ignore[return-value]
     nso("string", x)
 
 
@@ -452,10 +469,14 @@ def _index_of(recv: Any, sub: Any, offset: Any = None) -> int:
             nso("indexOf", recv, sub, *(() if offset is None else (offset,)))
         if offset is None:
             return recv.find(sub)
-        if sub == "":
-            return offset
-        if offset < 0 or offset >= len(recv):
+        # cel-go: a negative offset is an error; the empty string matches at
+        # the offset clamped to the end; past the end nothing else matches.
+        if offset < 0:
             _out_of_range(offset)
+        if sub == "":
+            return min(offset, len(recv))
+        if offset >= len(recv):
+            return -1
         return recv.find(sub, offset)
     if is_list(recv) and offset is None:
         for i, x in enumerate(recv):
@@ -471,10 +492,12 @@ def _last_index_of(recv: Any, sub: Any, offset: Any = None) -> int:
             nso("lastIndexOf", recv, sub, *(() if offset is None else (offset,)))
         if offset is None:
             return recv.rfind(sub)
-        if sub == "":
-            return offset
-        if offset < 0 or offset >= len(recv):
+        if offset < 0:
             _out_of_range(offset)
+        if sub == "":
+            return min(offset, len(recv))
+        if offset >= len(recv):
+            return -1
         return recv.rfind(sub, 0, offset + len(sub))
     if is_list(recv) and offset is None:
         items = list(recv)
@@ -641,7 +664,7 @@ def _quantity(s: Any) -> Quantity:
     if type(s) is not str:
         nso("quantity", s)
     try:
-        return Quantity.parse(s)
+        return with_amount(Quantity.parse(s), parse_amount(s))
     except ValueError as e:
         raise CELEvalError(str(e), INVALID_ARGUMENT) from None
 
@@ -704,14 +727,19 @@ def _q_operand(name: str, a: Any, b: Any) -> tuple[Quantity, Quantity | int]:
     nso(name, a, b)
 
 
+def _q_amount(q: Quantity | int) -> Amount:
+    # An int operand is resource.NewQuantity(i, DecimalSI): an int64Amount of scale 0.
+    return (q, 0) if type(q) is int else amount_of(q)  # type: ignore[arg-type]
+
+
 def _q_add(a: Any, b: Any) -> Quantity:
     qa, qb = _q_operand("add", a, b)
-    return qa + qb
+    return with_amount(qa + qb, add_amounts(amount_of(qa), _q_amount(qb)))
 
 
 def _q_sub(a: Any, b: Any) -> Quantity:
     qa, qb = _q_operand("sub", a, b)
-    return qa - qb
+    return with_amount(qa - qb, add_amounts(amount_of(qa), negate(_q_amount(qb))))
 
 
 def _q_of(name: str, q: Any) -> Quantity:
@@ -722,10 +750,11 @@ def _q_of(name: str, q: Any) -> Quantity:
 
 
 def _q_as_integer(q: Any) -> int:
-    qq = _q_of("asInteger", q)
-    if not qq.is_integer():
+    # Quantity.AsInt64, from Kubernetes' representation of the value.
+    v = as_int64(amount_of(_q_of("asInteger", q)))
+    if v is None:
         raise CELEvalError("cannot convert value to integer", OVERFLOW)
-    return qq.as_int()
+    return v
 
 
 def _q_as_float(q: Any) -> float:
@@ -733,7 +762,7 @@ def _q_as_float(q: Any) -> float:
 
 
 def _q_is_integer(q: Any) -> bool:
-    return _q_of("isInteger", q).is_integer()
+    return as_int64(amount_of(_q_of("isInteger", q))) is not None
 
 
 def _q_sign(q: Any) -> int:
@@ -930,13 +959,27 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
 )
 
 FUNCTIONS: Final[tuple[Function, ...]] = _CORE_FUNCTIONS + tuple(
-    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost, OPT_RESULT_COSTS.get(name))
-    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS + OPT_FUNCTIONS
+    _fn(
+        name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost,
+        RESULT_COSTS.get(name) or OPT_RESULT_COSTS.get(name),
+    )
+    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS + LIB_FUNCTIONS + OPT_FUNCTIONS
+    if impl is not None
 )
 
-REGISTRY: Final[Mapping[tuple[str, bool, int], Function]] = {
-    (f.name, f.member, f.arity): f for f in FUNCTIONS
-}
+
+def _registry() -> dict[tuple[str, bool, int], Function]:
+    reg = {(f.name, f.member, f.arity): f for f in FUNCTIONS}
+    # Rows without an implementation add overloads to an existing function.
+    for name, member, arity, impl, ovs, _cost in LIB_FUNCTIONS:
+        if impl is None:
+            f = reg[(name, member, arity)]
+            extra = tuple(_ov(r, *ps) for r, *ps in ovs)
+            reg[(name, member, arity)] = dataclasses.replace(f, overloads=f.overloads + extra)
+    return reg
+
+
+REGISTRY: Final[Mapping[tuple[str, bool, int], Function]] = _registry()
 FUNCTION_NAMES: Final = frozenset(f.name for f in FUNCTIONS)
 # Functions whose second operand (first argument) is a regular expression.
 REGEX_FUNCTIONS: Final = frozenset({"matches", "find", "findAll"})

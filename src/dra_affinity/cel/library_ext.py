@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from . import types as T
 from .errors import INVALID_ARGUMENT, CELEvalError
-from .values import UInt, cel_eq, compare, is_list, type_name
+from .values import UInt, cel_eq, compare, is_list, is_ordered_library_type, type_name
 
 _CALL: Final = 1
 _LIST_CREATE: Final = 10
@@ -172,7 +172,8 @@ def list_sort(lst: Any) -> list[object]:
     if not items:
         return []
     kind = type(items[0])
-    if kind not in _SORTABLE or any(type(x) is not kind for x in items):
+    sortable = kind in _SORTABLE or is_ordered_library_type(kind)
+    if not sortable or any(type(x) is not kind for x in items):
         raise CELEvalError(
             "list elements must have the same type and be comparable", INVALID_ARGUMENT
         )

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from .errors import DIVISION_BY_ZERO, INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .lib_dra import DomainMap
 from .library import build_cost, nso, str_cost
 from .library_opt import opt_index
+from .libs import TIME_NO_MATCH, time_arith
 from .meter import Meter, charge, exceeded, missing_key
 from .optionals import CelOptional
 from .quantity import Quantity
@@ -231,6 +233,8 @@ def in_op(a: Any, b: Any, m: Meter) -> bool:
         return any(cel_eq(a, x) for x in seq)
     if is_map(b):
         charge(m, 1)
+        if type(b) is DomainMap:  # real membership, not the empty map of an unknown domain
+            return type(a) is str and dict.__contains__(b, a)
         return map_lookup(b, a)[0]
     nso("@in", a, b)
 
@@ -295,6 +299,20 @@ def _concat(a: Any, b: Any, m: Meter) -> object:
 _NO_MATCH: Final = object()
 
 
+def _time(op: str, a: Any, b: Any, m: Meter) -> object:
+    """Timestamp and duration arithmetic (cost 1), or _NO_MATCH."""
+    r = time_arith(op, a, b)
+    if r is TIME_NO_MATCH:
+        return _NO_MATCH
+    charge(m, 1)
+    return r
+
+
+def _concat_or_time(a: Any, b: Any, m: Meter) -> object:
+    r = _concat(a, b, m)
+    return _time("+", a, b, m) if r is _NO_MATCH else r
+
+
 @dataclass(frozen=True, slots=True)
 class Arith:
     """One arithmetic operator: its CEL name and the operation per operand kind.
@@ -313,8 +331,8 @@ class Arith:
 
 
 ARITHMETIC: Final[Mapping[str, Arith]] = {
-    "+": Arith("_+_", operator.add, operator.add, operator.add, _concat),
-    "-": Arith("_-_", operator.sub, operator.sub, operator.sub),
+    "+": Arith("_+_", operator.add, operator.add, operator.add, lambda a, b, m: _concat_or_time(a, b, m)),
+    "-": Arith("_-_", operator.sub, operator.sub, operator.sub, lambda a, b, m: _time("-", a, b, m)),
     "*": Arith("_*_", operator.mul, operator.mul, operator.mul),
     "/": Arith("_/_", _int_div, _float_div, _uint_div),
     "%": Arith("_%_", _int_mod, None, _uint_mod),

@@ -26,7 +26,9 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from . import ast as A
 from .errors import CELCompileError
+from .lib_lists import expand_sort_by
 from .library_ext import NAMESPACES
+from .libs import LIB_NAMESPACES
 from .optionals import OPT_INDEX, OPT_NAMESPACES, OPT_SELECT
 from .values import UINT64_MAX, UInt
 
@@ -488,10 +490,12 @@ class _Converter:
         macro2 = MACROS2.get((name, len(args)))
         if macro2 is not None:
             return self._two_var(pos, target, name, macro2, args)
+        if name == "sortBy" and len(args) == 2:
+            return expand_sort_by(pos, target, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
             if isinstance(target, A.Ident) and (
-                target.name in NAMESPACES or target.name in OPT_NAMESPACES
+                target.name in NAMESPACES | LIB_NAMESPACES or target.name in OPT_NAMESPACES
             ):
                 # a namespaced function of an extension library: sets.contains(a, b)
                 return A.Call(pos, f"{target.name}.{name}", None, args)

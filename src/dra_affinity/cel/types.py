@@ -65,7 +65,10 @@ MAP_DYN: Final = map_of(DYN, DYN)
 LIST_STRING: Final = list_of(STRING)
 
 NUMERIC: Final = frozenset({"int", "uint", "double"})
-ORDERED: Final = frozenset({"int", "uint", "double", "string", "bytes", "bool"})
+ORDERED: Final = frozenset({
+    "int", "uint", "double", "string", "bytes", "bool",
+    "google.protobuf.Timestamp", "google.protobuf.Duration",
+})
 MAP_KEYS: Final = frozenset({"int", "uint", "bool", "string", "dyn"})
 
 # Fields of the `device` variable of DeviceClass / request selectors, as in

@@ -128,7 +128,7 @@ TYPE_IDENTIFIERS: Final[Mapping[str, CelType]] = {
     "optional_type": T_OPTIONAL,
 }
 
-_SCALAR_TYPES: Final[Mapping[type, CelType]] = {
+_SCALAR_TYPES: Final[dict[type, CelType]] = {
     bool: T_BOOL,
     int: T_INT,
     float: T_DOUBLE,
@@ -144,6 +144,27 @@ _SCALAR_TYPES: Final[Mapping[type, CelType]] = {
     Semver: T_SEMVER,
     CelOptional: T_OPTIONAL,
 }
+
+
+# Value types of library modules (lib_*.py): equal when of one type and ``==``;
+# ordered by their own ``<`` when listed in _ORDERED_LIBRARY_TYPES.
+_LIBRARY_TYPES: Final[set[type]] = set()
+_ORDERED_LIBRARY_TYPES: Final[set[type]] = set()
+
+
+def register_value_type(py_type: type, name: str, *, ordered: bool = False) -> CelType:
+    """Declare a library value type: its CEL type name, equality and (optionally) ordering."""
+    t = CelType(name)
+    _SCALAR_TYPES[py_type] = t
+    _LIBRARY_TYPES.add(py_type)
+    if ordered:
+        _ORDERED_LIBRARY_TYPES.add(py_type)
+    return t
+
+
+def is_ordered_library_type(t: type) -> bool:
+    """Is ``t`` a library value type with an ordering (timestamps, durations)?"""
+    return t in _ORDERED_LIBRARY_TYPES
 
 
 def cel_type_of(value: Any) -> CelType:
@@ -235,6 +256,8 @@ def cel_eq(a: Any, b: Any) -> bool:
         return (
             ta is tb and a.present == b.present and (not a.present or cel_eq(a.value, b.value))
         )
+    if ta in _LIBRARY_TYPES:
+        return ta is tb and bool(a == b)
     qa = as_quantity(a)
     if qa is not None:
         qb = as_quantity(b)
@@ -382,6 +405,8 @@ def compare(a: Any, b: Any) -> int | None:
             return None
         if isinstance(a, str) and isinstance(b, str):
             return -1 if a < b else (1 if a > b else 0)
+    if ta is tb and ta in _ORDERED_LIBRARY_TYPES:
+        return -1 if a < b else (1 if b < a else 0)
     raise CELEvalError(
         f"no such overload: ordering of {type_name(a)} and {type_name(b)}", NO_SUCH_OVERLOAD
     )

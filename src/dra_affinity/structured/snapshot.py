@@ -49,8 +49,10 @@ def _split(qualified: str, driver: str) -> tuple[str, str]:
 def device_activation(driver: str, dev: Device) -> dict[str, Any]:
     """``device`` as DRA CEL selectors see it: attributes and capacity by domain."""
     from dra_affinity.cel import Semver
+    from dra_affinity.cel.lib_dra import DomainMap
 
-    attrs: dict[str, dict[str, Any]] = {}
+    # Unknown domains read as empty maps, as in Kubernetes' activation.
+    attrs: dict[str, dict[str, Any]] = DomainMap()
     for q, a in dev.attributes.items():
         domain, name = _split(q, driver)
         v: Any = a.value()
@@ -60,7 +62,7 @@ def device_activation(driver: str, dev: Device) -> dict[str, Any]:
             except ValueError:
                 v = a.version
         attrs.setdefault(domain, {})[name] = v
-    caps: dict[str, dict[str, Any]] = {}
+    caps: dict[str, dict[str, Any]] = DomainMap()
     for q, c in dev.capacity.items():
         domain, name = _split(q, driver)
         caps.setdefault(domain, {})[name] = c.value
