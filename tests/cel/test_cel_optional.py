@@ -103,6 +103,13 @@ RUNTIME_ERRORS: list[tuple[str, str]] = [
 ]
 
 
+def test_optional_index_of_a_value_without_entries_is_none() -> None:
+    # cel-go's presence test answers "absent" for a value it cannot index
+    assert ev("object.a[?0].hasValue()", OBJ) is False
+    assert ev("dyn('abc')[?0].orValue('none')", OBJ) == "none"
+    assert ev("dyn(1.5)[?'k'].hasValue()", OBJ) is False
+
+
 @pytest.mark.parametrize(("expr", "message"), RUNTIME_ERRORS, ids=[e[0] for e in RUNTIME_ERRORS])
 def test_optional_runtime_errors(expr: str, message: str) -> None:
     with pytest.raises(CELEvalError, match=message.replace("(", r"\(").replace(")", r"\)")):

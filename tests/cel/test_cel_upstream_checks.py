@@ -51,6 +51,18 @@ COMPILE_ERRORS: list[tuple[str, str]] = [
     ("dyn(uint(-1))", "program instantiation failed"),
     ("double('1e400')", "program instantiation failed: type conversion error"),
     ("string(b'\\xff')", "program instantiation failed: invalid UTF-8"),
+    # timestamp() and duration() of literals too, and conversions of their results
+    ("timestamp('bad')", "program instantiation failed"),
+    ("true || duration('1x') == duration('1s')", "program instantiation failed"),
+    ("bool(string(duration('90m')))", "program instantiation failed"),
+    ("double(string(timestamp('2024-01-02T03:04:05Z')))", "program instantiation failed"),
+    # flatten() takes a list of lists and keeps the inner element type
+    ("[1, 2].flatten()", "no matching overload for 'flatten'"),
+    ("[[1], [2]].flatten().all(x, x)", "all() predicate must be bool, not int"),
+    # format()'s compile-time check looks into list and map literals for %s
+    ("'%s'.format([[optional.none()]])", "string clause cannot format optional_type"),
+    ("'%s'.format([[?optional.of(1), ?optional.none()]])", "cannot format optional_type"),
+    ("'%s'.format([{1: optional.none()}])", "string clause cannot format optional_type"),
 ]
 
 
@@ -88,6 +100,11 @@ VALUES: list[tuple[str, object]] = [
     ("has(object.s.x)", False),
     ("has(object.n.x)", False),
     ("has(object.a.x)", False),
+    # no homogeneity check for any list literal inside format(), as cel-go exempts
+    ("'%s'.format([[1, object.a].reverse()])", "[1, 1]"),
+    ("[[1], [2]].flatten()", [1, 2]),
+    ("object.l.flatten()", [1, 2]),  # dyn elements: checked at run time
+    ("string(duration('90m'))", "5400s"),
 ]
 
 OBJ = {"a": 1, "s": "x", "n": None, "l": [1, 2]}
@@ -112,6 +129,16 @@ RUNTIME_ERRORS: list[tuple[str, str]] = [
 def test_runtime_error(expr: str, message: str) -> None:
     with pytest.raises(CELEvalError, match=message):
         ev(expr, OBJ)
+
+
+def test_flatten_keeps_the_inner_element_type() -> None:
+    assert str(EXTRACTOR_ENV.compile("[[1], [2]].flatten()").static_type) == "list(int)"
+    assert str(EXTRACTOR_ENV.compile("[[[1]]].flatten()").static_type) == "list(list(int))"
+
+
+def test_constant_timestamp_and_duration_cost_nothing_at_run_time() -> None:
+    assert ev_cost("duration('90m')")[1] == 0
+    assert ev_cost("timestamp('2024-01-02T03:04:05Z')")[1] == 0
 
 
 def test_string_on_the_left_of_a_kubernetes_type_is_unequal() -> None:

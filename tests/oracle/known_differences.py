@@ -74,22 +74,15 @@ CEL_KNOWN: list[Known] = [
         where=_upstream_message(r"found no matching overload for"),
     ),
     Known(
-        "type inference through optional.none()",
-        "A map literal whose value type is inferred through `optional.none()`'s type "
-        "parameter (`{?'a': optional.of(2), ?'b': optional.none()}`) keeps a type variable "
-        "bound to int in cel-go, which then refuses to unify with `dyn` in `==` ('expected "
-        "type int but found dyn'). Our checker gives the literal map(string, int), which "
-        "compares with map(string, dyn) as cel-go does for literals without optionals.",
-        frozenset({"outcome:value->compile"}),
-        subject=r"optional\.none\(\)",
-        where=_upstream_message(r"expected type '[^']+' but found 'dyn'"),
-    ),
-    Known(
-        "maps as map keys",
-        "cel-go's `transformMapEntry` accepts a map as the key of the entries it adds "
-        "(`{'a': {'b': 1}}.transformMapEntry(k, v, {v: k})`); CEL map keys are int, uint, "
-        "bool or string, and our checker rejects the map-typed key at compile time.",
-        frozenset({"outcome:compile->value", "outcome:compile->runtime"}),
+        "maps and lists as map keys",
+        "cel-go builds maps with list or map keys: a `dyn` key in a map literal "
+        "(`{object.tags: 1}`) or a map key added by `transformMapEntry` "
+        "(`{'a': {'b': 1}}.transformMapEntry(k, v, {v: k})`); such a map cannot be indexed "
+        "by that key and is not even equal to itself. CEL map keys are int, uint, bool or "
+        "string: our checker rejects a list- or map-typed key at compile time and the "
+        "interpreter a `dyn` key holding a list or map at run time.",
+        frozenset({"outcome:compile->value", "outcome:compile->runtime",
+                   "outcome:runtime->value"}),
         where=_ours_message(r"unsupported map key type: (map|list)"),
     ),
     # ------------------------------------------------------------ runtime semantics

@@ -18,7 +18,7 @@ from . import ast as A
 from . import types as T
 from .errors import CELCompileError
 from .library import FUNCTION_NAMES, REGISTRY, Overload
-from .libs import TIME_TYPES, time_arith_type, validate_literal_format
+from .libs import FORMAT_S_TYPES, TIME_TYPES, time_arith_type, validate_literal_format
 from .optionals import OPT_INDEX, OPT_SELECT
 from .quantity import Quantity
 from .semver import Semver
@@ -110,6 +110,8 @@ class Checker:
         self.shapes: TypeMap = {}
         # list literals exempt from homogeneity (format()'s arguments, as cel-go exempts)
         self.exempt: set[A.Expr] = set()
+        # inside a format() call: cel-go exempts every list literal below one
+        self._in_format = 0
 
     def _shape(self, e: A.Expr) -> Ty:
         return self.shapes.get(e) or self.types[e]
@@ -123,6 +125,24 @@ class Checker:
                 f"expected type '{_concrete(expected)}' but found '{_concrete(found)}'", e
             )
         return fit
+
+    def _format_nested(self, e: A.Expr) -> str | None:
+        """The first type a ``%s`` clause cannot print among the elements of list / map
+        literal ``e`` (cel-go's format check looks into literals, at any depth)."""
+        if isinstance(e, A.ListLit):
+            inner: list[A.Expr] = list(e.elems)
+        elif isinstance(e, A.MapLit):
+            inner = [x for kv in e.entries for x in kv]
+        else:
+            return None
+        for x in inner:
+            name = self.types[x].name
+            if name != "dyn" and name not in FORMAT_S_TYPES:
+                return name
+            bad = self._format_nested(x)
+            if bad is not None:
+                return bad
+        return None
 
     def _opt_elem(self, e: A.Expr, t: Ty) -> Ty:
         """The element an optional list element / map value ``e`` of type ``t`` adds."""
@@ -202,7 +222,7 @@ class Checker:
                 shape = self._shape(x)
                 if i in e.optional:
                     shape = self._opt_elem(x, shape)
-                if e in self.exempt:
+                if e in self.exempt or self._in_format:
                     elem = shape if elem is None or _fits(elem, shape) == elem else T.DYN
                     continue
                 elem = self._homogeneous(elem, x, shape)
@@ -369,8 +389,12 @@ class Checker:
     def _call(self, e: A.Call, scope: Mapping[str, Ty]) -> Ty:
         if e.name == "format":
             self.exempt.update(a for a in e.args if isinstance(a, A.ListLit))
-        recv = self.check(e.target, scope) if e.target is not None else None
-        args = tuple(self.check(a, scope) for a in e.args)
+        self._in_format += e.name == "format"
+        try:
+            recv = self.check(e.target, scope) if e.target is not None else None
+            args = tuple(self.check(a, scope) for a in e.args)
+        finally:
+            self._in_format -= e.name == "format"
         member = recv is not None
         fn = REGISTRY.get((e.name, member, len(args)))
         if fn is None:
@@ -394,7 +418,9 @@ class Checker:
             and isinstance(e.args[0], A.ListLit)
         ):
             problem = validate_literal_format(
-                e.target.value, [self.types[x].name for x in e.args[0].elems]
+                e.target.value,
+                [self.types[x].name for x in e.args[0].elems],
+                [self._format_nested(x) for x in e.args[0].elems],
             )
             if problem is not None:
                 raise _err(problem, e)
@@ -448,6 +474,13 @@ def _optional_index(e: A.Call, actual: tuple[Ty, ...]) -> None:
         raise _err(f"found no matching overload for '_[?_]' applied to '({recv}, {idx})'", e)
 
 
+def _flatten_check(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    """``list.flatten()``: cel-go's overload takes a list of lists (``flatten(depth)`` any list)."""
+    recv = actual[0]
+    if len(actual) == 1 and recv.name == "list" and recv.elem.name not in ("list", "dyn"):
+        raise _err(f"found no matching overload for 'flatten' applied to '{recv}.()'", e)
+
+
 _SUMMABLE: Final = frozenset({"int", "uint", "double", "dyn", "google.protobuf.Duration"})
 _ORDERABLE: Final = T.ORDERED | {"dyn", "google.protobuf.Duration", "google.protobuf.Timestamp"}
 
@@ -482,6 +515,7 @@ _STATIC_CHECKS: Final[dict[str, Callable[[A.Call, tuple[Ty, ...]], None]]] = {
     "orValue": _optional_or_value,
     OPT_SELECT: _optional_select,
     OPT_INDEX: _optional_index,
+    "flatten": _flatten_check,
 }
 
 

@@ -640,5 +640,6 @@ def _bind(var: str, init: Fn, body: Fn) -> Fn:
 
 # Conversions cel-go's planner evaluates when an argument is constant (cel.OptOptimize).
 FOLDED_CONVERSIONS: Final = frozenset(
-    {"int", "uint", "double", "string", "bytes", "bool", "dyn", "type"}
+    {"int", "uint", "double", "string", "bytes", "bool", "dyn", "type",
+     "timestamp", "duration"}
 )

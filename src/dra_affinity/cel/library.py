@@ -739,7 +739,13 @@ def _q_add(a: Any, b: Any) -> Quantity:
 
 def _q_sub(a: Any, b: Any) -> Quantity:
     qa, qb = _q_operand("sub", a, b)
-    return with_amount(qa - qb, add_amounts(amount_of(qa), negate(_q_amount(qb))))
+    bm = _q_amount(qb)
+    amount = add_amounts(amount_of(qa), negate(bm))
+    if amount is not None and bm is not None and bm[0] == INT64_MIN:
+        # Quantity.Sub negates the int64 amount, which wraps for MinInt64: when the
+        # int64 path succeeds, Kubernetes has added the operand instead.
+        return with_amount(qa + qb, amount)
+    return with_amount(qa - qb, amount)
 
 
 def _q_of(name: str, q: Any) -> Quantity:

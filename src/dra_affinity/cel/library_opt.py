@@ -129,7 +129,7 @@ def opt_index(v: Any, k: Any) -> CelOptional:
     if is_map(v):
         found, r = map_lookup(v, k)
         return of(r) if found else OPT_NONE
-    raise _nso("_[?_]", v, k)
+    return OPT_NONE  # cel-go: a presence test on a value it cannot index answers "absent"
 
 
 # -- static result types ----------------------------------------------------------
