@@ -24,7 +24,9 @@ RUNTIME_COSTS: list[tuple[str, object, int]] = [
     ("object.kind", {"kind": "k"}, 2),
     ("object.a.b", {"a": {"b": 1}}, 3),
     ("object['a']['b']", {"a": {"b": 1}}, 3),
-    ("has(object.a)", {}, 2),
+    ("has(object.a)", {}, 1),  # the field test itself is free (cel-go)
+    ("has(object.a.b)", {"a": {}}, 2),
+    ("has(object.a.b)", {"a": "s"}, 2),  # not a map: false
     ("1 + 2", None, 1),
     ("1 + 2 * 3", None, 2),
     ("'abc' == 'abc'", None, 1),
@@ -33,10 +35,15 @@ RUNTIME_COSTS: list[tuple[str, object, int]] = [
     ("object.s == object.s", {"s": "y" * 100}, 14),  # 2 + 2 + ceil(100 * 0.1)
     ("object.s + object.s", {"s": S95}, 23),  # 2 + 2 + ceil(190 * 0.1)
     ("object.s < 'b'", {"s": S95}, 3),
-    ("2 in [1, 2, 3]", None, 13),  # list literal 10 + size of the list
-    ("'a' in {'a': 1}", None, 31),  # map literal 30 + 1
-    ("[1, 2, 3]", None, 10),
-    ("{'a': 1}", None, 30),
+    # constant literals and conversions of constants are built when compiling
+    # (cel-go's planner with OptOptimize): free at run time
+    ("2 in [1, 2, 3]", None, 0),  # decided when compiling
+    ("object.a in [1, 2, 3]", {"a": 2}, 2),  # 2 + a set lookup (free)
+    ("object.a in [object.a, object.a]", {"a": 2}, 18),  # a list built at run time: 10 + size
+    ("'a' in {'a': 1}", None, 1),
+    ("[1, 2, 3]", None, 0),
+    ("{'a': 1}", None, 0),
+    ("[object.a]", {"a": 1}, 12),
     ("true && false", None, 0),
     ("true ? object.a : 'x'", {"a": "b"}, 2),
     ("'abc'.contains('b')", None, 1),
@@ -47,18 +54,20 @@ RUNTIME_COSTS: list[tuple[str, object, int]] = [
     ("size(object.s)", {"s": S99}, 3),
     ("object.s.lowerAscii()", {"s": S99}, 12),  # 2 + ceil(99 * 0.1)
     ("object.s.split('a')", {"s": S99}, 22),  # 2 + ceil(99 * 2 * 0.1)
-    ("['ab', 'cd'].join('-')", None, 11),  # 10 + ceil(5 * 2 * 0.1)
-    ("[1, 2, 3].sum()", None, 13),  # 10 + one per element
+    ("['ab', 'cd'].join('-')", None, 1),  # ceil(5 * 2 * 0.1)
+    ("[1, 2, 3].sum()", None, 3),  # one per element
     ("quantity('1Gi')", None, 1),
-    ("string(b'abc')", None, 1),
-    ("int('1')", None, 1),
+    ("string(b'abc')", None, 0),
+    ("int('1')", None, 0),
+    ("int(object.s)", {"s": "1"}, 3),
     # comprehensions follow cel-go's macro expansions
-    ("[1, 2, 3].all(x, x > 0)", None, 26),  # 10 + 3 * (2 + 1 + 2) + 1
-    ("[1, 2, 3].exists(x, x == 2)", None, 26),  # stops after the 2nd element
-    ("[1, 2, 3].exists_one(x, x == 2)", None, 10 + 3 * 2 + 1 + 2 + 1 + 2),
-    ("[1, 2, 3].map(x, x * 2)", None, 63),  # 10 + 10 + 3 * (2 + 12) + 1
-    ("[1, 2, 3].filter(x, x > 1)", None, 10 + 10 + 2 + 1 + 2 * (2 + 13) + 1),
-    ("[1, 2, 3].map(x, x > 1, x)", None, 10 + 10 + 2 + 1 + 2 * (2 + 1 + 12) + 1),
+    # (values checked against cel-go by the differential suite)
+    ("[1, 2, 3].all(x, x > 0)", None, 16),  # 3 * (2 + 1 + 2) + 1
+    ("[1, 2, 3].exists(x, x == 2)", None, 16),  # stops after the 2nd element
+    ("[1, 2, 3].exists_one(x, x == 2)", None, 3 * 2 + 2 + 2),  # + 2 per match, result 2
+    ("[1, 2, 3].map(x, x * 2)", None, 43),  # 3 * (2 + 12) + 1
+    ("[1, 2, 3].filter(x, x > 1)", None, 2 + 2 * (2 + 13) + 1),  # a false filter: itself
+    ("[1, 2, 3].map(x, x > 1, x)", None, 2 + 2 * (2 + 1 + 12) + 1),
     ("object.l.all(x, x >= 0)", {"l": list(range(10))}, 2 + 10 * 5 + 1),
 ]
 
@@ -111,12 +120,12 @@ def test_cost_is_deterministic() -> None:
 
 def test_budget_exceeded_just_over_budget() -> None:
     prog = EXTRACTOR_ENV.compile("[1, 2, 3].all(x, x > 0)")
-    assert prog.evaluate({}, 26) == (True, 26)
+    assert prog.evaluate({}, 16) == (True, 16)
     with pytest.raises(CELCostExceeded) as info:
-        prog.evaluate({}, 25)
+        prog.evaluate({}, 15)
     assert info.value.reason == "cost_exceeded"
-    assert info.value.cost == 26
-    assert info.value.budget == 25
+    assert info.value.cost == 16
+    assert info.value.budget == 15
     assert isinstance(info.value, CELEvalError)
 
 
@@ -202,11 +211,25 @@ LITERAL_EXACT = [
 ]
 
 
+# cel-go's estimated maximum for these (the differential suite's oracle): like cel-go's
+# estimator, ours charges the constant literals that the runtime builds once for free
+UPSTREAM_MAX = {
+    "[1, 2, 3].map(x, x * 2)": 63,
+    "[1, 2, 3].all(x, x > 0)": 26,
+    "[1, 2, 3].filter(x, true)": 60,
+    "[1, 2, 3, 4].all(a, [1, 2, 3, 4].all(b, a + b > 0))": 179,
+    "{'a': 1, 'b': 2}.all(k, k.size() == 1)": 43,
+    "'abcdef'.matches('c.e')": 1,
+}
+
+
 @pytest.mark.parametrize("expr", LITERAL_EXACT)
 def test_estimates_of_literal_expressions_are_exact(expr: str) -> None:
     prog = EXTRACTOR_ENV.compile(expr)
     _, cost = prog.evaluate({}, 10**7)
-    assert prog.cost_estimate.min == prog.cost_estimate.max == cost
+    assert prog.cost_estimate.min == prog.cost_estimate.max >= cost
+    if expr in UPSTREAM_MAX:
+        assert prog.cost_estimate.max == UPSTREAM_MAX[expr]
 
 
 def test_triple_nested_literal_comprehension_has_min_over_budget() -> None:
@@ -263,7 +286,7 @@ def test_large_constant_literal_in_a_loop_is_cheap() -> None:
     prog = EXTRACTOR_ENV.compile(f"object.l.all(x, {lit}[1999] == 1999)")
     value, cost = prog.evaluate({"object": {"l": list(range(5000))}}, SHARING_AFFINITY_CEL_MAX_COST)
     assert value is True
-    assert cost == 2 + 5000 * (3 + 30 + 1 + 1) + 1
+    assert cost == 2 + 5000 * (3 + 1 + 1) + 1  # the literal itself is free
     # built once at compile time: an iteration runs a few hundred bytecodes, where
     # building 2,000 entries would take tens of thousands
     ops, err = bytecodes(lambda: prog.evaluate({"object": {"l": list(range(100))}}, 10**6))

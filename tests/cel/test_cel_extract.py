@@ -244,7 +244,11 @@ def test_has_guard_idiom() -> None:
     ex = Extractor("subnet", "has(object.subnet) ? object.subnet : ''")
     assert extract([ex], [cfg(0, {"other": 1})]).kind is OutcomeKind.NO_KEYS
     assert extract([ex], [cfg(0, {"subnet": "s"})]).as_dict() == {"subnet": "s"}
-    assert extract([ex], [cfg(0, "not an object")]).kind is OutcomeKind.CEL_ERROR
+    # has() on a value that is not a map answers false (cel-go), so the guard holds
+    assert extract([ex], [cfg(0, "not an object")]).kind is OutcomeKind.NO_KEYS
+    # selecting from it without the guard is still an error
+    plain = Extractor("subnet", "object.subnet")
+    assert extract([plain], [cfg(0, "not an object")]).kind is OutcomeKind.CEL_ERROR
 
 
 # -- the bound on a sharing-affinity value's length --------------------------------

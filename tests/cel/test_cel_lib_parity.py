@@ -155,7 +155,7 @@ def test_domain_map_is_not_mutated_or_shared() -> None:
 # -- the static estimate bounds the runtime cost of library results --------------------
 
 BOUNDED = [
-    ("[[1], [[2]]].flatten(2).sum()", None),
+    ("[dyn([1]), dyn([[2]])].flatten(2).sum()", None),
     ("[[1], [2, 3]].flatten().isSorted()", None),
     ("lists.range(5).isSorted()", None),
     ("lists.range(50).map(i, string(i)).sortBy(s, s).isSorted()", None),

@@ -15,7 +15,7 @@ OBJ = {"d": 1234567.891, "i": -255, "s": "h\u00e9llo", "nan": "NaN", "z": -0.0, 
        "one": ["x"], "two": ["x", 1]}
 
 VALUES = [
-    ("'%s-%d'.format(['a', 1])", "a-1"),
+    ("'%s-%d'.format([dyn('a'), dyn(1)])", "a-1"),
     ("'a%%b%s'.format([object.i])", "a%b-255"),
     ("'%.2f'.format([object.d])", "1,234,567.89"),  # grouped, as x/text for en-US
     ("'%f'.format([object.d])", "1,234,567.891000"),
@@ -42,7 +42,7 @@ VALUES = [
     ("'%s'.format([object.l])", '[1, "a", 2.500000, true, null, [1], {"k":1.500000}]'),
     ("'%s'.format([object.m])", '{"a":"x", "b":1, "c":[1]}'),  # entries sorted by key text
     ("'%s'.format([[1.0/0.0, 0.0/0.0]])", '["+Inf", "NaN"]'),
-    ("'%s'.format([[b'ab', 'x\"y', 'tab\\tx', duration('1s')]])",
+    ("'%s'.format([[dyn(b'ab'), dyn('x\"y'), dyn('tab\\tx'), dyn(duration('1s'))]])",
      '[b"ab", "x\\"y", "tab\\tx", duration("1s")]'),
     ("'%s'.format(object.two)", "x"),  # extra arguments are ignored at run time
     ("strings.quote(object.s)", '"h\u00e9llo"'),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dra_affinity.cel import Quantity, Semver
+from dra_affinity.cel import EXTRACTOR_ENV, Quantity, Semver
 
 # (text, canonical string as Kubernetes prints it, exact value)
 CANONICAL: list[tuple[str, str, Fraction]] = [
@@ -277,3 +277,20 @@ def test_api_model_validation_uses_the_shared_type() -> None:
     assert M.model_validate({"q": "2048Mi"}).model_dump() == {"q": "2Gi"}
     with pytest.raises(pydantic.ValidationError, match="value too large"):
         M.model_validate({"q": "1e1000"})
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        # Kubernetes' Quantity.Sub negates the int64 amount, and -MinInt64 wraps to
+        # MinInt64: while the int64 sum fits, the operand is added instead
+        ("quantity('0.2G').sub(-9223372036854775808)", "-9223372036654775808"),
+        ("quantity('1').sub(-9223372036854775808)", "-9223372036854775807"),
+        ("quantity('0').sub(-9223372036854775808)", "-9223372036854775808"),
+        # the int64 sum overflows: the exact decimal path subtracts correctly
+        ("quantity('-1').sub(-9223372036854775808)", "9223372036854775807"),
+        ("quantity('1.5').sub(-9223372036854775808)", "9223372036854775809500m"),
+    ],
+)
+def test_cel_sub_of_min_int64_as_kubernetes(expr: str, expected: str) -> None:
+    assert str(EXTRACTOR_ENV.compile(expr).evaluate({"object": None}, 10**6)[0]) == expected

@@ -1,10 +1,12 @@
 """Two-variable comprehensions (cel-go ext.TwoVarComprehensions): values, errors, costs.
 
-Costs are those of cel-go's macro expansions: all/exists/existsOne as their
-one-variable forms; transformList as map (list literal 10, per element the
-transform + 12, result 1); transformMap/transformMapEntry a map literal (30),
-per element the transform plus cel.@mapInsert(__result__, [key,] t) (3 / 2),
-result 1; a filter that is false costs itself plus 1.
+Costs are those of cel-go's macro expansions (checked against cel-go by the
+differential suite): all/exists/existsOne as their one-variable forms;
+transformList as map (per element the transform + 12, result 1);
+transformMap/transformMapEntry per element the transform plus
+cel.@mapInsert(__result__, [key,] t) (3 / 2), result 1; a filter that is false
+costs only itself. Constant ranges and the accumulators' initial ``[]``/``{}``
+are built when compiling and cost nothing at run time.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ from dra_affinity.cel import EXTRACTOR_ENV, CELCompileError, CELEvalError
 OBJ = {"l": ["a", "b", "c"], "m": {"x": 1, "y": 2}}
 
 CASES = [
-    ('["a", "b"].all(i, v, i >= 0)', True, 10 + 2 * (3 + 2) + 1),
-    ('["a", "b"].all(i, v, v == "a")', False, 10 + (3 + 1) + (3 + 1) + 2 + 1),
-    ('{"x": 1, "y": 2}.exists(k, v, v == 2)', True, 30 + 2 * (4 + 2) + 1),  # found at the last
-    ('{"x": 1, "y": 2}.existsOne(k, v, v > 1)', True, 30 + (2 + 1) + (2 + 2) + 2),
-    ('["a", "b"].transformList(i, v, i)', [0, 1], 10 + 10 + 2 * (1 + 12) + 1),
-    ('["a", "b"].transformList(i, v, i > 0, v)', ["b"], 10 + 10 + (2 + 1) + (2 + 1 + 12) + 1),
-    ('["a", "b"].transformMap(i, v, v)', {0: "a", 1: "b"}, 10 + 30 + 2 * (1 + 3) + 1),
-    ('{"x": 1, "y": 2}.transformMap(k, v, v > 1, v)', {"y": 2}, 30 + 30 + (2 + 1) + (2 + 1 + 3) + 1),
-    ('{"x": 1}.transformMapEntry(k, v, {k + k: v})', {"xx": 1}, 30 + 30 + (30 + 3 + 1) + 2 + 1),
+    ('["a", "b"].all(i, v, i >= 0)', True, 2 * (3 + 2) + 1),
+    ('["a", "b"].all(i, v, v == "a")', False, (3 + 1) + (3 + 1) + 2 + 1),
+    ('{"x": 1, "y": 2}.exists(k, v, v == 2)', True, 2 * (4 + 2) + 1),  # found at the last
+    ('{"x": 1, "y": 2}.existsOne(k, v, v > 1)', True, 2 + (2 + 2) + 2),
+    ('["a", "b"].transformList(i, v, i)', [0, 1], 2 * (1 + 12) + 1),
+    ('["a", "b"].transformList(i, v, i > 0, v)', ["b"], 2 + (2 + 1 + 12) + 1),
+    ('["a", "b"].transformMap(i, v, v)', {0: "a", 1: "b"}, 2 * (1 + 3) + 1),
+    ('{"x": 1, "y": 2}.transformMap(k, v, v > 1, v)', {"y": 2}, 2 + (2 + 1 + 3) + 1),
+    ('{"x": 1}.transformMapEntry(k, v, {k + k: v})', {"xx": 1}, (30 + 3 + 1) + 2 + 1),
 ]
 
 
@@ -37,8 +39,18 @@ def test_two_var_values_and_costs(expr: str, value: object, cost: int) -> None:
     est = EXTRACTOR_ENV.compile(expr).cost_estimate
     assert est.min == est.max  # literal ranges: nothing depends on data
     assert cost <= est.max  # an upper bound over filters and short-circuits
-    if "exists" not in expr and "existsOne" not in expr and expr.count(",") < 3:
-        assert est.max == cost  # and exact where every step runs
+    if expr in UPSTREAM_MAX_ESTIMATES:
+        # cel-go's estimator charges the constant literals its runtime gets for free
+        assert est.max == UPSTREAM_MAX_ESTIMATES[expr]
+
+
+# cel-go's estimated maximum (the differential suite's oracle) where ours agrees exactly
+UPSTREAM_MAX_ESTIMATES = {
+    '["a", "b"].all(i, v, i >= 0)': 21,
+    '["a", "b"].transformList(i, v, i)': 47,
+    '["a", "b"].transformMap(i, v, v)': 49,
+    '{"x": 1}.transformMapEntry(k, v, {k + k: v})': 97,
+}
 
 
 def test_over_data_the_variables_are_index_and_element_or_key_and_value() -> None:

@@ -61,105 +61,31 @@ def _max_estimates(pred: object) -> object:
 
 CEL_KNOWN: list[Known] = [
     # ---------------------------------------------------------------- feature gaps
-    Known(
-        "optional types",
-        "Kubernetes enables cel.OptionalTypes() since 1.28 (`object.?f`, `[?x]`, `{?k: v}`, "
-        "`optional.of/none/ofNonZeroValue`, `.orValue/.or/.hasValue/.value`). Our parser and "
-        "library have none of it: every such expression is a compile error for us.",
-        ANY,
-        subject=r"\.\?|\[\?|\{\?|, \?|\boptional\.",
-    ),
-    Known(
-        "two-variable comprehensions",
-        "cel-go's two-variable comprehensions (`all/exists/exists_one(i, v, ...)`, "
-        "`transformList`, `transformMap`, `transformMapEntry`; ext.TwoVarComprehensions, "
-        "in the Kubernetes environment since 1.33) are not implemented: compile error for us.",
-        ANY,
-        subject=r"\.(all|exists|exists_one)\(\w+, \w+, |\.transform(List|Map|MapEntry)\(",
-    ),
     # ------------------------------------------------------------ compile-time checks
     Known(
-        "cel.bind in device selectors",
-        "The DRA selector environment adds ext.Bindings (`cel.bind(v, init, expr)`, since "
-        "1.31); our selector environment does not know `cel`: compile error for us.",
-        ANY,
-        families=frozenset({"device"}),
-        subject=r"\bcel\.bind\(",
-    ),
-    Known(
-        "selector result type checked at compile time",
-        "Upstream rejects a selector whose static type is neither bool nor dyn when compiling "
-        "('must evaluate to bool or the unknown type'); our environment compiles it and the "
-        "scheduler rejects the non-bool result at evaluation.",
-        OUTCOMES,
-        families=frozenset({"device"}),
-        where=_upstream_message(r"must evaluate to bool"),
-    ),
-    Known(
-        "has() on a map with non-string keys",
-        "`has({1: 'a'}.f)`: cel-go type-checks the field test against a map of any key type "
-        "(answering false); our checker rejects field selection on map(int, V).",
-        OUTCOMES,
-        where=_ours_message(r"does not support field selection"),
-    ),
-    Known(
-        "constant folding at program instantiation",
-        "Kubernetes builds programs with cel.OptOptimize: constant subexpressions are "
-        "evaluated when the program is built, so an error there (e.g. `uint(-1)`, "
-        "`double('x')`, `double('1e400')` (we answer +Inf), `string(b'\\xff')`, even in an "
-        "untaken branch) fails compilation "
-        "('program instantiation failed') where we fail at runtime or not at all.",
-        OUTCOMES,
-        where=_upstream_message(r"^program instantiation failed"),
-    ),
-    Known(
-        "homogeneous aggregate literals",
-        "The Kubernetes base environment sets cel.HomogeneousAggregateLiterals(): list and "
-        "map literals whose elements (or keys/values) have different static types are "
-        "compile errors ('expected type X but found Y'). We accept them.",
-        OUTCOMES,
-        where=_upstream_message(r"expected type '[^']+' but found '[^']+'"),
-    ),
-    Known(
-        "mixed-type numeric equality at compile time",
-        "With static types int/uint/double on both sides, cel-go has no `==`/`!=` "
-        "overload across numeric types (only the ordering operators are cross-type, via "
-        "CrossTypeNumericComparisons): a compile error. We compare the values.",
-        OUTCOMES,
-        where=_upstream_message(r"no matching overload for '_[!=]=_' applied to "
-                                r"'\((int|uint|double), (int|uint|double)\)'"),
-    ),
-    Known(
         "static overload resolution",
-        "cel-go rejects a call when no overload matches the static argument types "
-        "(e.g. `['a'].sum()`, `quantity('1').sign()`, ternaries with unrelated branch types, "
-        "`list(string).indexOf(int)`); our checker lets some through (decided at runtime, "
-        "or, for `sign()` on quantities, a function upstream does not have).",
+        "cel-go rejects a call when no overload matches the static argument types; ours "
+        "still lets through: `sets.*` on lists of different element types (ext.Sets), "
+        "`quantity.sign()` (a function upstream's quantity library does not declare), and "
+        "a `dyn` receiver resolved by upstream to its only overload (e.g. `reverse()` as a "
+        "list). Kubernetes lists functions, list `+`, equality, `in`, indexing and ternaries "
+        "are checked as cel-go does.",
         OUTCOMES,
         where=_upstream_message(r"found no matching overload for"),
     ),
     Known(
-        "int literal range",
-        "`--9223372036854775808`: cel-go's parser rejects the literal 9223372036854775808 "
-        "once the minus sign does not belong to it; we parse it and overflow at runtime.",
-        OUTCOMES,
-        where=_upstream_message(r"invalid int literal"),
+        "maps and lists as map keys",
+        "cel-go builds maps with list or map keys: a `dyn` key in a map literal "
+        "(`{object.tags: 1}`) or a map key added by `transformMapEntry` "
+        "(`{'a': {'b': 1}}.transformMapEntry(k, v, {v: k})`); such a map cannot be indexed "
+        "by that key and is not even equal to itself. CEL map keys are int, uint, bool or "
+        "string: our checker rejects a list- or map-typed key at compile time and the "
+        "interpreter a `dyn` key holding a list or map at run time.",
+        frozenset({"outcome:compile->value", "outcome:compile->runtime",
+                   "outcome:runtime->value"}),
+        where=_ours_message(r"unsupported map key type: (map|list)"),
     ),
     # ------------------------------------------------------------ runtime semantics
-    Known(
-        "repeated keys in map literals",
-        "cel-go (with OptOptimize folding constant maps) keeps the last value of a repeated "
-        "key in a map literal; we raise 'map literal has repeated key'.",
-        OUTCOMES,
-        where=_ours_message(r"map literal has repeated key"),
-    ),
-    Known(
-        "has() on a non-map value",
-        "`has(x.f)` where `x` is a string/number from dyn data: cel-go answers false, "
-        "we raise 'invalid type for has() field test'.",
-        OUTCOMES,
-        where=_ours_message(r"for has\(\) field test"),
-    ),
     # ----------------------------------------------------------------------- cost
     Known(
         "runtime cost: library work charged (deliberate)",
@@ -173,17 +99,24 @@ CEL_KNOWN: list[Known] = [
         where=_costs(lambda o, u: o > u),
     ),
     Known(
-        "runtime cost: constant folding",
-        "Upstream's runtime cost is lower: OptOptimize precomputes constant subexpressions "
-        "(literals, conversions of literals, constant list/map literals cost 0 at runtime); "
-        "we charge them on every evaluation.",
+        "runtime cost: we charge more",
+        "Where our runtime cost is higher, on purpose (each bounds Python work the budget "
+        "would not otherwise see): `x in list` costs the list's size (cel-go: 1; constant "
+        "lists of scalars are hashed and free, as upstream); `findAll` charges 10 per match; "
+        "strings built by `+`, `split`, `replace`, `join` cost at least 0.1 per byte of "
+        "memory; list `+` charges the copy; nested equality charges inner elements. And "
+        "cel-go's conditional attributes (`c ? object.a : x` folded into one attribute) "
+        "skip a selection charge we make.",
         frozenset({"cost"}),
         where=_costs(lambda o, u: u < o),
     ),
     Known(
         "runtime cost: upstream charges more",
         "Upstream charges more than we do for: error-absorbing `||`/`&&` (both operands are "
-        "charged), semver parsing with pre-release/build parts, and some library calls.",
+        "charged), semver parsing with pre-release/build parts, some library calls, and a "
+        "selection or index on a value that is not a variable (`[1, 2][0]`, `{'k': 1}.k`, "
+        "`f(x)[?i]`: a 'relative attribute', 1 for the attribute plus 1 per qualifier upstream, "
+        "1 per qualifier for us).",
         frozenset({"cost"}),
         where=_costs(lambda o, u: u > o),
     ),
@@ -198,10 +131,13 @@ CEL_KNOWN: list[Known] = [
     ),
     Known(
         "estimate: different per-node costs",
-        "Our static estimate model differs from cel-go's checker: we charge 1 more for "
-        "reading a variable (`object.f` is 2 for us, 1 upstream), for negations of literals, "
-        "and different amounts for comprehensions and library calls; and our `min` means "
-        "'every data-derived size zero' while cel-go's min is its short-circuit lower bound.",
+        "Our static estimate is an upper bound of our runtime cost, node by node; cel-go's "
+        "checker is not one of its own runtime cost: it charges an attribute chain "
+        "(`object.a.b`) 1 where its runtime charges 1 per qualifier, so aligning with it "
+        "would let evaluations exceed the estimate that admission relies on. Ours also "
+        "charges constant literals that both runtimes get for free (as cel-go's estimator "
+        "does), and our `min` means 'every data-derived size zero' while cel-go's min is its "
+        "short-circuit lower bound. See docs/cel.md, Static estimate.",
         ESTIMATE,
     ),
 ]

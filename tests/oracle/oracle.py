@@ -108,6 +108,7 @@ class Oracle:
         writer = threading.Thread(target=feed, args=(proc.stdin, lines), daemon=True)
         writer.start()
         answers: list[dict[str, Any]] = []
+        rejected: str | None = None
         try:
             for i in range(len(lines)):
                 raw = proc.stdout.readline()
@@ -117,8 +118,9 @@ class Oracle:
                         f"(exit {proc.poll()}): {self._stderr_tail()}"
                     )
                 answer = json.loads(raw)
-                if "fatal" in answer:
-                    raise OracleError(
+                if "fatal" in answer and rejected is None:
+                    # keep reading: the writer may be blocked until the answers are drained
+                    rejected = (
                         f"oracle rejected request {i}: {answer['fatal']}\nrequest: {lines[i][:2000]!r}"
                     )
                 answers.append(answer)
@@ -126,6 +128,8 @@ class Oracle:
             writer.join()
         if failure:
             raise OracleError(f"writing to the oracle failed: {failure[0]}")
+        if rejected is not None:
+            raise OracleError(rejected)
         return answers
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ from dra_affinity.cel import (
     Semver,
     UInt,
 )
+from dra_affinity.cel.optionals import CelOptional
 from dra_affinity.cel.values import cel_type_of
 
 # The runtime cost limits upstream applies: the VAP base environment's
@@ -95,6 +96,8 @@ def tag_ours(v: object) -> Tagged:
         return _sorted_map([(tag_ours(k), tag_ours(x)) for k, x in v.items()])
     if isinstance(v, (list, tuple)):
         return ("list", tuple(tag_ours(x) for x in v))
+    if isinstance(v, CelOptional):
+        return ("optional_type", tag_ours(v.value) if v.present else None)
     return (f"python:{type(v).__name__}", repr(v))
 
 

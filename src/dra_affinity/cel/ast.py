@@ -19,6 +19,8 @@ FILTER = "filter"
 # EXISTS, EXISTS_ONE, MAP and MAP_FILTER (transformList), plus:
 TRANSFORM_MAP = "transformMap"
 TRANSFORM_MAP_ENTRY = "transformMapEntry"
+# cel.bind(var, init, expr) (cel-go ext.Bindings): range holds init, transform expr.
+BIND = "cel.bind"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -91,11 +93,13 @@ class Call(Expr):
 @dataclass(frozen=True, slots=True, eq=False)
 class ListLit(Expr):
     elems: tuple[Expr, ...]
+    optional: tuple[int, ...] = ()  # indices of optional elements ([?x]: added if present)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class MapLit(Expr):
     entries: tuple[tuple[Expr, Expr], ...]
+    optional: tuple[int, ...] = ()  # indices of optional entries ({?k: v}: added if present)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

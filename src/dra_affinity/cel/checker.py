@@ -11,13 +11,15 @@ Kubernetes' cross-type numeric comparisons.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Final
 
 from . import ast as A
 from . import types as T
 from .errors import CELCompileError
 from .library import FUNCTION_NAMES, REGISTRY, Overload
-from .libs import TIME_TYPES, time_arith_type, validate_literal_format
+from .libs import FORMAT_S_TYPES, TIME_TYPES, time_arith_type, validate_literal_format
+from .optionals import OPT_INDEX, OPT_SELECT
 from .quantity import Quantity
 from .semver import Semver
 from .types import Ty
@@ -58,10 +60,97 @@ def _sig(types: tuple[Ty, ...]) -> str:
     return ", ".join(str(t) for t in types)
 
 
+# Types a null may stand for (cel-go: null, dyn, and object types such as Kubernetes').
+_NULLABLE: Final = frozenset({"null", "dyn", "kubernetes.Quantity", "kubernetes.Semver"})
+
+# The element type of an empty list or map literal: free, it takes the type of
+# the other elements (cel-go's type parameter), only in the homogeneity check.
+_FREE: Final = Ty("*")
+
+
+def _fits(expected: Ty, found: Ty) -> Ty | None:
+    """``expected`` refined by ``found`` if a homogeneous literal may hold both, else None.
+
+    cel-go's HomogeneousAggregateLiterals: element types must agree exactly (``dyn``
+    is a type of its own here, not a wildcard); only empty literals' free element
+    types unify with anything.
+    """
+    if expected.name == "*":
+        return found
+    if found.name == "*":
+        return expected
+    if expected.name != found.name or len(expected.params) != len(found.params):
+        return None
+    params: list[Ty] = []
+    for a, b in zip(expected.params, found.params, strict=True):
+        p = _fits(a, b)
+        if p is None:
+            return None
+        params.append(p)
+    return Ty(expected.name, tuple(params))
+
+
+def _concrete(t: Ty) -> Ty:
+    """``t`` with free element types replaced by ``dyn``."""
+    if t.name == "*":
+        return T.DYN
+    if not t.params:
+        return t
+    return Ty(t.name, tuple(_concrete(p) for p in t.params))
+
+
 class Checker:
-    def __init__(self, variables: Mapping[str, Ty]) -> None:
+    """Static types of one expression. ``bindings``: the environment has ``cel.bind``."""
+
+    def __init__(self, variables: Mapping[str, Ty], *, bindings: bool = False) -> None:
         self.variables = variables
+        self.bindings = bindings
         self.types: TypeMap = {}
+        # shape of each list/map literal: its type with empty literals' element types free
+        self.shapes: TypeMap = {}
+        # list literals exempt from homogeneity (format()'s arguments, as cel-go exempts)
+        self.exempt: set[A.Expr] = set()
+        # inside a format() call: cel-go exempts every list literal below one
+        self._in_format = 0
+
+    def _shape(self, e: A.Expr) -> Ty:
+        return self.shapes.get(e) or self.types[e]
+
+    def _homogeneous(self, expected: Ty | None, e: A.Expr, found: Ty) -> Ty:
+        if expected is None:
+            return found
+        fit = _fits(expected, found)
+        if fit is None:
+            raise _err(
+                f"expected type '{_concrete(expected)}' but found '{_concrete(found)}'", e
+            )
+        return fit
+
+    def _format_nested(self, e: A.Expr) -> str | None:
+        """The first type a ``%s`` clause cannot print among the elements of list / map
+        literal ``e`` (cel-go's format check looks into literals, at any depth)."""
+        if isinstance(e, A.ListLit):
+            inner: list[A.Expr] = list(e.elems)
+        elif isinstance(e, A.MapLit):
+            inner = [x for kv in e.entries for x in kv]
+        else:
+            return None
+        for x in inner:
+            name = self.types[x].name
+            if name != "dyn" and name not in FORMAT_S_TYPES:
+                return name
+            bad = self._format_nested(x)
+            if bad is not None:
+                return bad
+        return None
+
+    def _opt_elem(self, e: A.Expr, t: Ty) -> Ty:
+        """The element an optional list element / map value ``e`` of type ``t`` adds."""
+        if t.name == T.OPTIONAL_NAME:
+            return t.params[0] if t.params else T.DYN
+        if t.name == "dyn":
+            return T.DYN
+        raise _err(f"expected type 'optional_type({t})' but found '{t}'", e)
 
     def check(self, e: A.Expr, scope: Mapping[str, Ty]) -> Ty:
         t = self._check(e, scope)
@@ -112,6 +201,12 @@ class Checker:
                     f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'", e
                 )
             if tt.name == "null" or ft.name == "null":
+                other = ft if tt.name == "null" else tt
+                if other.name not in _NULLABLE:
+                    raise _err(
+                        f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'",
+                        e,
+                    )
                 return tt if tt == ft else T.DYN
             if not T.comparable_eq(tt, ft) or (
                 tt.name in T.NUMERIC and ft.name in T.NUMERIC and tt != ft
@@ -122,21 +217,32 @@ class Checker:
             return T.join(tt, ft)
         if isinstance(e, A.ListLit):
             elem: Ty | None = None
-            for x in e.elems:
-                xt = self.check(x, scope)
-                elem = xt if elem is None else T.join(elem, xt)
-            return T.list_of(elem or T.DYN)
+            for i, x in enumerate(e.elems):
+                self.check(x, scope)
+                shape = self._shape(x)
+                if i in e.optional:
+                    shape = self._opt_elem(x, shape)
+                if e in self.exempt or self._in_format:
+                    elem = shape if elem is None or _fits(elem, shape) == elem else T.DYN
+                    continue
+                elem = self._homogeneous(elem, x, shape)
+            self.shapes[e] = T.list_of(elem or _FREE)
+            return _concrete(self.shapes[e])
         if isinstance(e, A.MapLit):
             kt: Ty | None = None
             vt: Ty | None = None
-            for k, v in e.entries:
+            for i, (k, v) in enumerate(e.entries):
                 ktt = self.check(k, scope)
                 if ktt.name not in T.MAP_KEYS:
                     raise _err(f"unsupported map key type: {ktt}", k)
-                vtt = self.check(v, scope)
-                kt = ktt if kt is None else T.join(kt, ktt)
-                vt = vtt if vt is None else T.join(vt, vtt)
-            return T.map_of(kt or T.DYN, vt or T.DYN)
+                self.check(v, scope)
+                vshape = self._shape(v)
+                if i in e.optional:
+                    vshape = self._opt_elem(v, vshape)
+                kt = self._homogeneous(kt, k, self._shape(k))
+                vt = self._homogeneous(vt, v, vshape)
+            self.shapes[e] = T.map_of(kt or _FREE, vt or _FREE)
+            return _concrete(self.shapes[e])
         if isinstance(e, A.Comprehension):
             return self._comprehension(e, scope)
         if isinstance(e, A.Call):
@@ -145,11 +251,13 @@ class Checker:
 
     def _select(self, e: A.Select, scope: Mapping[str, Ty]) -> Ty:
         ot = self.check(e.operand, scope)
+        optional = ot.name == T.OPTIONAL_NAME and not e.test_only
+        if optional:  # selecting through an optional gives an optional
+            ot = ot.params[0] if ot.params else T.DYN
         if ot.name == "dyn":
             result = T.DYN
         elif ot.name == "map":
-            if ot.key.name not in ("string", "dyn"):
-                raise _err(f"type '{ot}' does not support field selection", e)
+            # any key type type-checks (cel-go); a non-string-keyed map has no such key
             result = ot.elem
         elif ot.name in T.STRUCT_FIELDS:
             fields = T.STRUCT_FIELDS[ot.name]
@@ -158,11 +266,23 @@ class Checker:
             result = fields[e.field]
         else:
             raise _err(f"type '{ot}' does not support field selection", e)
+        if optional:
+            return Ty(T.OPTIONAL_NAME, (result,))
         return T.BOOL if e.test_only else result
 
     def _index(self, e: A.Index, scope: Mapping[str, Ty]) -> Ty:
         ot = self.check(e.operand, scope)
         it = self.check(e.index, scope)
+        if ot.name == T.OPTIONAL_NAME:  # indexing through an optional gives an optional
+            inner = ot.params[0] if ot.params else T.DYN
+            return Ty(T.OPTIONAL_NAME, (self._index_type(e, inner, it),))
+        shape = self.shapes.get(e.operand)
+        if shape is not None and shape.params and shape.params[-1].name == "*":
+            self.shapes[e] = _FREE  # an element of an empty literal: free too
+        return self._index_type(e, ot, it)
+
+    @staticmethod
+    def _index_type(e: A.Expr, ot: Ty, it: Ty) -> Ty:
         if ot.name == "dyn":
             return T.DYN
         if ot.name == "list" and it.name in ("int", "uint", "dyn"):
@@ -222,9 +342,17 @@ class Checker:
             return lt if ln != "list" else T.LIST_DYN
         if ln != rn:
             raise fail
+        if ln == "list" and not T.comparable_eq(lt, rt):
+            raise fail  # list(A) + list(A): the element types must agree (cel-go)
         return T.join(lt, rt)
 
     def _comprehension(self, e: A.Comprehension, scope: Mapping[str, Ty]) -> Ty:
+        if e.macro == A.BIND:
+            if not self.bindings:
+                raise _err("undeclared reference to 'cel.bind'", e)
+            it = self.check(e.range, scope)
+            assert e.transform is not None
+            return self.check(e.transform, {**scope, e.var: it})
         rt = self.check(e.range, scope)
         if rt.name == "list":
             var_t, var2_t = (T.INT, rt.elem) if e.var2 is not None else (rt.elem, T.DYN)
@@ -259,8 +387,14 @@ class Checker:
         return T.list_of(tt)
 
     def _call(self, e: A.Call, scope: Mapping[str, Ty]) -> Ty:
-        recv = self.check(e.target, scope) if e.target is not None else None
-        args = tuple(self.check(a, scope) for a in e.args)
+        if e.name == "format":
+            self.exempt.update(a for a in e.args if isinstance(a, A.ListLit))
+        self._in_format += e.name == "format"
+        try:
+            recv = self.check(e.target, scope) if e.target is not None else None
+            args = tuple(self.check(a, scope) for a in e.args)
+        finally:
+            self._in_format -= e.name == "format"
         member = recv is not None
         fn = REGISTRY.get((e.name, member, len(args)))
         if fn is None:
@@ -284,12 +418,105 @@ class Checker:
             and isinstance(e.args[0], A.ListLit)
         ):
             problem = validate_literal_format(
-                e.target.value, [self.types[x].name for x in e.args[0].elems]
+                e.target.value,
+                [self.types[x].name for x in e.args[0].elems],
+                [self._format_nested(x) for x in e.args[0].elems],
             )
             if problem is not None:
                 raise _err(problem, e)
         first = results[0]
+        if e.name == "optional.none":  # optional of a free type in homogeneous literals
+            self.shapes[e] = Ty(T.OPTIONAL_NAME, (_FREE,))
+        if e.name in ("sum", "min", "max") and e.target is not None and not args:
+            recv_shape = self.shapes.get(e.target)
+            if recv_shape is not None and recv_shape.params and recv_shape.params[0].name == "*":
+                return T.INT  # [].sum(): cel-go picks the first overload, list(int) -> int
+        if e.name in _STATIC_CHECKS:
+            _STATIC_CHECKS[e.name](e, actual)
         return first if all(r == first for r in results) else T.DYN
+
+
+def _optional_or(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    """``opt.or(other)``: ``other`` is an optional of the same type."""
+    recv, arg = actual
+    if arg.name == "dyn":
+        return
+    if arg.name != T.OPTIONAL_NAME or not T.comparable_eq(recv, arg):
+        raise _err(f"found no matching overload for 'or' applied to '{recv}.({arg})'", e)
+
+
+def _optional_or_value(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    """``opt.orValue(v)``: ``v`` has the type the optional holds."""
+    recv, arg = actual
+    inner = recv.params[0] if recv.params else T.DYN
+    if not T.comparable_eq(inner, arg):
+        raise _err(f"found no matching overload for 'orValue' applied to '{recv}.({arg})'", e)
+
+
+def _optional_select(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    recv = actual[0]
+    if recv.name == T.OPTIONAL_NAME:
+        recv = recv.params[0] if recv.params else T.DYN
+    if recv.name not in ("dyn", "map") and recv.name not in T.STRUCT_FIELDS:
+        raise _err(f"type '{recv}' does not support field selection", e)
+
+
+def _optional_index(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    recv, idx = actual
+    if recv.name == T.OPTIONAL_NAME:
+        recv = recv.params[0] if recv.params else T.DYN
+    ok = (
+        recv.name == "dyn"
+        or (recv.name == "list" and idx.name in ("int", "dyn"))
+        or (recv.name == "map" and T.comparable_eq(recv.key, idx))
+    )
+    if not ok:
+        raise _err(f"found no matching overload for '_[?_]' applied to '({recv}, {idx})'", e)
+
+
+def _flatten_check(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    """``list.flatten()``: cel-go's overload takes a list of lists (``flatten(depth)`` any list)."""
+    recv = actual[0]
+    if len(actual) == 1 and recv.name == "list" and recv.elem.name not in ("list", "dyn"):
+        raise _err(f"found no matching overload for 'flatten' applied to '{recv}.()'", e)
+
+
+_SUMMABLE: Final = frozenset({"int", "uint", "double", "dyn", "google.protobuf.Duration"})
+_ORDERABLE: Final = T.ORDERED | {"dyn", "google.protobuf.Duration", "google.protobuf.Timestamp"}
+
+
+def _list_elem_check(allowed: frozenset[str]) -> Callable[[A.Call, tuple[Ty, ...]], None]:
+    """``list.sum()``/``min()``/``max()``: cel-go's overloads take lists of these only."""
+
+    def check(e: A.Call, actual: tuple[Ty, ...]) -> None:
+        recv = actual[0]
+        if recv.name == "list" and recv.elem.name not in allowed:
+            raise _err(f"found no matching overload for '{e.name}' applied to '{recv}.()'", e)
+
+    return check
+
+
+def _list_search_check(e: A.Call, actual: tuple[Ty, ...]) -> None:
+    """``list.indexOf(x)`` / ``lastIndexOf(x)``: ``x`` has the element type."""
+    recv = actual[0]
+    if recv.name == "list" and len(actual) == 2 and not T.comparable_eq(recv.elem, actual[1]):
+        raise _err(
+            f"found no matching overload for '{e.name}' applied to '{recv}.({actual[1]})'", e
+        )
+
+
+_STATIC_CHECKS: Final[dict[str, Callable[[A.Call, tuple[Ty, ...]], None]]] = {
+    "sum": _list_elem_check(_SUMMABLE),
+    "min": _list_elem_check(_ORDERABLE),
+    "max": _list_elem_check(_ORDERABLE),
+    "indexOf": _list_search_check,
+    "lastIndexOf": _list_search_check,
+    "or": _optional_or,
+    "orValue": _optional_or_value,
+    OPT_SELECT: _optional_select,
+    OPT_INDEX: _optional_index,
+    "flatten": _flatten_check,
+}
 
 
 def _matches(ov: Overload, actual: tuple[Ty, ...]) -> bool:

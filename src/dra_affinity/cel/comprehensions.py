@@ -19,7 +19,7 @@ from typing import Any, Final
 from . import ast as A
 from .errors import NO_SUCH_OVERLOAD, CELCostExceeded, CELEvalError
 from .library import nso
-from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST, Env, Fn, Meter, charge, exceeded
+from .meter import Env, Fn, Meter, charge, exceeded
 from .values import CelMap, is_list, is_map, map_insert, type_name
 
 _MISSING: Final = object()
@@ -150,7 +150,7 @@ def _exists_one(rng: Fn, var: str, var2: str | None, p: Fn) -> Fn:
                     count += 1
                     charge(m, 2)
                 elif v is False:
-                    charge(m, 1)
+                    pass  # the false branch reads the accumulator: free in cel-go
                 elif err is None:
                     err = _bad_predicate(A.EXISTS_ONE, v)
         finally:
@@ -168,7 +168,7 @@ def _collect(rng: Fn, var: str, var2: str | None, p: Fn | None, t: Fn | None, ma
 
     def collect(env: Env, m: Meter) -> object:
         items = items_of(rng, var2, env, m)
-        charge(m, LIST_CREATE_BASE_COST)
+        # the accumulator's initial [] is a constant literal: free, as in cel-go
         out: list[object] = []
         saved = save(env, var, var2)
         try:
@@ -180,7 +180,7 @@ def _collect(rng: Fn, var: str, var2: str | None, p: Fn | None, t: Fn | None, ma
                 if p is not None:
                     v = p(env, m)
                     if v is False:
-                        charge(m, 1)
+                        # a false filter costs only itself (cel-go)
                         continue
                     if v is not True:
                         nso(f"{macro}() predicate", v)
@@ -207,8 +207,7 @@ def _collect_map(rng: Fn, var: str, var2: str, p: Fn | None, t: Fn, macro: str) 
 
     def collect_map(env: Env, m: Meter) -> object:
         items = items_of(rng, var2, env, m)
-        charge(m, MAP_CREATE_BASE_COST)
-        out = CelMap()
+        out = CelMap()  # the accumulator's initial {}: a constant literal, free
         saved = save(env, var, var2)
         try:
             for x in items:
@@ -216,17 +215,17 @@ def _collect_map(rng: Fn, var: str, var2: str, p: Fn | None, t: Fn, macro: str) 
                 if p is not None:
                     v = p(env, m)
                     if v is False:
-                        charge(m, 1)
+                        # a false filter costs only itself (cel-go)
                         continue
                     if v is not True:
                         nso(f"{macro}() filter", v)
                 value = t(env, m)
                 charge(m, step)
                 if not entry:
-                    map_insert(out, env[var], value)
+                    map_insert(out, env[var], value, repeated_ok=False)
                 elif is_map(value):
                     for k, mv in value.items():  # type: ignore[attr-defined]
-                        map_insert(out, k, mv)
+                        map_insert(out, k, mv, repeated_ok=False)
                 else:
                     nso(f"{macro}() transform", value)
         finally:

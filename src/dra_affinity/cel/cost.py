@@ -36,6 +36,7 @@ from .library import (
 )
 from .libs import estimate_call
 from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
+from .optionals import OPT_INDEX, OPT_SELECT
 from .types import Ty
 
 COST_CAP: Final = 2**63 - 1
@@ -150,7 +151,7 @@ class Estimator:
         if isinstance(e, A.Select):
             c, sz = self._est(e.operand, scope)
             if e.test_only:
-                return c + 1, SCALAR
+                return c, SCALAR  # the field test itself is free at run time
             return c + 1, self.elem_of(sz)
         if isinstance(e, A.Index):
             c1, sz = self._est(e.operand, scope)
@@ -244,6 +245,10 @@ class Estimator:
 
     def _comprehension(self, e: A.Comprehension, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
         cr, sr = self._est(e.range, scope)
+        if e.macro == A.BIND:  # cel.bind(v, init, expr): init once, then expr
+            assert e.transform is not None
+            ct, st = self._est(e.transform, {**scope, e.var: sr})
+            return cr + ct, st
         n = self.count(sr)
         rt = self.ty(e.range).name
         if sr.data:
@@ -342,10 +347,24 @@ class Estimator:
         ext = self._ext_call(e, exprs, sizes)
         if ext is not None:
             return base + ext[0], ext[1]
+        opt = self._optional_call(name, sizes)
+        if opt is not None:
+            return base + opt[0], opt[1]
         lib = estimate_call(name, [s.n for s in sizes], self.str_bound)
         if lib is not None:
             return base + lib[0], Sz(lib[1])
         return base + 1, SCALAR
+
+    def _optional_call(self, name: str, sizes: list[Sz]) -> tuple[int, Sz] | None:
+        """Optional functions: an optional's size is the size of the value it holds."""
+        if name in ("optional.of", "optional.ofNonZeroValue", "value"):
+            return 1, sizes[0]
+        if name in ("orValue", "or"):  # short-circuit, no call cost of their own
+            joined = _join(sizes[0], sizes[1])
+            return 0, joined if joined is not None else sizes[0]
+        if name in (OPT_SELECT, OPT_INDEX):
+            return 1, self.elem_of(sizes[0])
+        return None
 
     def _ext_call(
         self, e: A.Call, exprs: tuple[A.Expr | None, ...], sizes: list[Sz]

@@ -114,8 +114,16 @@ class Environment:
         data_string_bound: int = OPAQUE_PARAMETERS_MAX_LENGTH,
         data_collection_bound: int = OPAQUE_PARAMETERS_MAX_LENGTH // 2,
         cache_size: int = COMPILE_CACHE_SIZE,
+        bindings: bool = False,
+        result_types: frozenset[str] | None = None,
     ) -> None:
+        """``bindings``: ``cel.bind`` is available (cel-go ext.Bindings, which DRA's
+        selector environment adds). ``result_types``: the static result types an
+        expression may have (checked at compile time, as upstream does for selectors);
+        ``None`` allows any."""
         self.name = name
+        self.bindings = bindings
+        self.result_types = result_types
         self.declarations: dict[str, Ty] = {k: parse_type(v) for k, v in variables.items()}
         self._names = frozenset(self.declarations)
         self._str_bound = data_string_bound
@@ -161,9 +169,14 @@ class Environment:
 
     def _compile(self, expression: str) -> Program:
         tree = parse(expression)
-        checker = Checker(self.declarations)
+        checker = Checker(self.declarations, bindings=self.bindings)
         result = checker.check(tree, {})
-        fn = Compiler(self._names).compile(tree)
+        if self.result_types is not None and result.name not in self.result_types:
+            allowed = " or ".join(sorted(self.result_types))
+            raise CELCompileError(f"expression must return {allowed}, not {result}", 0)
+        compiler = Compiler(self._names)
+        compiler.check_constants(tree)
+        fn = compiler.compile(tree)
         low = Estimator(checker.types, self._names, 0, 0).estimate(tree, {})[0]
         high = Estimator(checker.types, self._names, self._str_bound, self._coll_bound).estimate(
             tree, {}
@@ -174,4 +187,9 @@ class Environment:
 
 
 EXTRACTOR_ENV: Final = Environment("sharingAffinity extractor", {"object": "dyn"})
-SELECTOR_ENV: Final = Environment("device selector", {"device": "device"})
+SELECTOR_ENV: Final = Environment(
+    "device selector",
+    {"device": "device"},
+    bindings=True,
+    result_types=frozenset({"bool", "dyn"}),
+)

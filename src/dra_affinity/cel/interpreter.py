@@ -18,6 +18,7 @@ so evaluation stops deterministically.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Final
 
 from . import ast as A
 from .comprehensions import compile_comprehension
@@ -28,6 +29,7 @@ from .errors import (
     CELEvalError,
 )
 from .library import REGEX_FUNCTIONS, REGISTRY, compile_regex, nso, str_cost
+from .library_opt import LAZY_OPTIONAL_CALLS
 from .libs import LITERAL_CHECKED
 from .meter import (
     LIST_CREATE_BASE_COST,
@@ -42,7 +44,8 @@ from .meter import (
     select_field,
 )
 from .operators import BINARY, UNARY, BinaryOp, eq_op, index_value
-from .values import TYPE_IDENTIFIERS, CelMap, ConstList, canon_key, map_insert, type_name
+from .optionals import CelOptional
+from .values import TYPE_IDENTIFIERS, CelMap, ConstList, canon_key, cel_eq, is_list, map_insert
 
 __all__ = [
     "LIST_CREATE_BASE_COST",
@@ -107,14 +110,26 @@ class Compiler:
     def __init__(self, variables: frozenset[str]) -> None:
         self.variables = variables
 
+    def check_constants(self, e: A.Expr) -> None:
+        """Evaluate every conversion of a constant now, wherever it is (also in a branch
+        that constants decide against): cel-go does so when it builds the program, and
+        an error there fails compilation ("program instantiation failed")."""
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, A.Call) and node.name in FOLDED_CONVERSIONS:
+                self._fold(node)
+            stack.extend(A.children(node))
+
     def compile(self, e: A.Expr, scope: frozenset[str] = frozenset()) -> Fn:
-        if isinstance(e, (A.ListLit, A.MapLit, A.And, A.Or, A.Cond)):
+        if isinstance(e, (A.ListLit, A.MapLit, A.And, A.Or, A.Cond, A.Call)):
             folded = self._fold(e)
             if folded is not None:
                 value, cost = folded
 
-                # Constant structure is built once, at compile time; the cost
-                # charged is still what cel-go charges for building it.
+                # Constant structure is built once, at compile time, and charged
+                # what cel-go charges for it at run time (0 for constant literals
+                # and conversions, which its planner precomputes).
                 def const_structure(env: Env, m: Meter) -> object:
                     charge(m, cost)
                     return value
@@ -133,25 +148,34 @@ class Compiler:
         """
         if isinstance(e, A.Const):
             return e.value, 0
+        if isinstance(e, A.Call):
+            return self._fold_conversion(e)
         if isinstance(e, A.ListLit):
+            if e.optional:
+                return None
             parts = [self._fold(x) for x in e.elems]
             if any(p is None for p in parts):
                 return None
             done = [p for p in parts if p is not None]
-            return ConstList(v for v, _ in done), LIST_CREATE_BASE_COST + sum(c for _, c in done)
+            return ConstList(v for v, _ in done), sum(c for _, c in done)
         if isinstance(e, A.MapLit):
+            if e.optional:
+                return None
             out = CelMap()
-            cost = MAP_CREATE_BASE_COST
+            cost = 0
             for k, v in e.entries:
                 fk = self._fold(k)
                 fv = self._fold(v)
                 if fk is None or fv is None:
                     return None
                 ck = canon_key(fk[0]) if type(fk[0]) is not float else None
-                if ck is None or ck in out.canon or (ck[0] != "s" and fk[0] in out):
+                if ck is None or (ck not in out.canon and ck[0] != "s" and fk[0] in out):
                     return None  # left to fail at run time, as in cel-go
-                out.canon[ck] = fk[0]
-                out[fk[0]] = fv[0]
+                if ck in out.canon:  # a repeated key takes the last value
+                    out[out.canon[ck]] = fv[0]
+                else:
+                    out.canon[ck] = fk[0]
+                    out[fk[0]] = fv[0]
                 cost += fk[1] + fv[1]
             out.freeze()
             return out, cost
@@ -176,6 +200,26 @@ class Compiler:
             return branch[0], cond[1] + branch[1]
         return None
 
+    def _fold_conversion(self, e: A.Call) -> tuple[object, int] | None:
+        """A type conversion of a constant, evaluated now (cost 0 at run time)."""
+        if e.name not in FOLDED_CONVERSIONS or e.target is not None or len(e.args) != 1:
+            return None
+        if not isinstance(e.args[0], (A.Const, A.ListLit, A.MapLit, A.Call)):
+            return None  # cel-go folds conversions of literals only (not of `c ? a : b`)
+        arg = self._fold(e.args[0])
+        if arg is None:
+            return None
+        fn = REGISTRY.get((e.name, False, 1))
+        if fn is None:  # pragma: no cover - the checker resolved the call
+            return None
+        try:
+            value = fn.impl(arg[0])
+        except CELEvalError as err:
+            raise CELCompileError(f"program instantiation failed: {err.message}", e.pos) from None
+        if isinstance(value, list) and not isinstance(value, ConstList):
+            value = ConstList(value)
+        return value, arg[1]
+
     def _variable(self, e: A.Expr, scope: frozenset[str]) -> str | None:
         """The name if ``e`` is a plain variable reference (not a type name)."""
         if isinstance(e, A.Ident) and (e.name in scope or e.name in self.variables):
@@ -197,8 +241,7 @@ class Compiler:
             tv = TYPE_IDENTIFIERS[e.name]
 
             def type_ident(env: Env, m: Meter) -> object:
-                charge(m, 1)
-                return tv
+                return tv  # a type name is a constant: free, as in cel-go
 
             return type_ident
         return self._path(e.name, ())
@@ -212,12 +255,18 @@ class Compiler:
 
             def has(env: Env, m: Meter) -> object:
                 v = operand(env, m)
-                charge(m, 1)
+                # the field test itself is free (cel-go charges only the operand)
                 if type(v) is dict or isinstance(v, Mapping):
-                    return field in v
-                raise CELEvalError(
-                    f"invalid type '{type_name(v)}' for has() field test", NO_SUCH_OVERLOAD
-                )
+                    try:
+                        return field in v
+                    except TypeError:  # a map whose keys cannot be compared with a string
+                        return False
+                if is_list(v):  # cel-go indexes a list with the field name: an error
+                    raise CELEvalError(
+                        "unsupported index type 'string' in list", NO_SUCH_OVERLOAD
+                    )
+                # cel-go: a field test on any other value answers false
+                return False
 
             return has
         # Fuse a selection path rooted at a variable (object.a.b) into one closure.
@@ -233,6 +282,11 @@ class Compiler:
 
         def select(env: Env, m: Meter) -> object:
             v = operand(env, m)
+            if type(v) is CelOptional:  # charged only when it yields a value (cel-go)
+                r = select_field(v, field)
+                if type(r) is CelOptional and r.present:
+                    charge(m, 1)
+                return r
             charge(m, 1)
             return select_field(v, field)
 
@@ -270,6 +324,11 @@ class Compiler:
         def index(env: Env, m: Meter) -> object:
             v = operand(env, m)
             k = idx(env, m)
+            if type(v) is CelOptional:  # charged only when it yields a value (cel-go)
+                r = index_value(v, k)
+                if type(r) is CelOptional and r.present:
+                    charge(m, 1)
+                return r
             charge(m, 1)
             if type(v) is dict and type(k) is str:
                 try:
@@ -294,6 +353,10 @@ class Compiler:
         return unary
 
     def _c_Binary(self, e: A.Binary, scope: frozenset[str]) -> Fn:
+        if e.op == "in":
+            member = self._set_membership(e, scope)
+            if member is not None:
+                return member
         op = BINARY[e.op]
         left = self.compile(e.left, scope)
         if e.op == "==" and isinstance(e.right, A.Const) and type(e.right.value) is str:
@@ -315,6 +378,38 @@ class Compiler:
             return op(left(env, m), right(env, m), m)
 
         return binary
+
+    def _set_membership(self, e: A.Binary, scope: frozenset[str]) -> Fn | None:
+        """``x in [constant scalars]``: a hash lookup, free as in cel-go, whose planner
+        turns it into a set membership test the cost tracker does not see (decided now
+        when ``x`` is a constant too). The operand is still charged."""
+        folded = self._fold(e.right)
+        if folded is None or not isinstance(folded[0], list):
+            return None
+        keys = [canon_key(x) if type(x) is not float else None for x in folded[0]]
+        if any(k is None for k in keys):
+            return None
+        members = frozenset(keys)
+        if isinstance(e.left, A.Const) and canon_key(e.left.value) is not None:
+            found = canon_key(e.left.value) in members
+
+            def constant_in(env: Env, m: Meter) -> object:
+                return found
+
+            return constant_in
+        left = self.compile(e.left, scope)
+        seq = folded[0]
+
+        def set_membership(env: Env, m: Meter) -> object:
+            a = left(env, m)
+            k = canon_key(a)
+            if k is not None:
+                return k in members
+            if type(a) is float:  # a fractional double equals no integer or string
+                return False
+            return any(cel_eq(a, x) for x in seq)  # other kinds: never equal to a scalar
+
+        return set_membership
 
     @staticmethod
     def _var_operands(op: BinaryOp, lname: str, rvar: str | None, right: A.Expr) -> Fn:
@@ -416,6 +511,24 @@ class Compiler:
 
     def _c_ListLit(self, e: A.ListLit, scope: frozenset[str]) -> Fn:
         elems = tuple(self.compile(x, scope) for x in e.elems)
+        if e.optional:
+            optional = frozenset(e.optional)
+            flagged = tuple((i in optional, f) for i, f in enumerate(elems))
+
+            def list_lit_opt(env: Env, m: Meter) -> object:
+                out = []
+                for opt, f in flagged:
+                    v = f(env, m)
+                    if not opt:
+                        out.append(v)
+                    elif type(v) is not CelOptional:
+                        nso("[?_]", v)
+                    elif v.present:
+                        out.append(v.value)
+                charge(m, LIST_CREATE_BASE_COST)
+                return out
+
+            return list_lit_opt
 
         def list_lit(env: Env, m: Meter) -> object:
             out = [f(env, m) for f in elems]
@@ -426,6 +539,27 @@ class Compiler:
 
     def _c_MapLit(self, e: A.MapLit, scope: frozenset[str]) -> Fn:
         entries = tuple((self.compile(k, scope), self.compile(v, scope)) for k, v in e.entries)
+
+        optional = frozenset(e.optional)
+        if optional:
+            flagged = tuple((i in optional, kf, vf) for i, (kf, vf) in enumerate(entries))
+
+            def map_lit_opt(env: Env, m: Meter) -> object:
+                out = CelMap()
+                for opt, kf, vf in flagged:
+                    k = kf(env, m)
+                    v = vf(env, m)
+                    if opt:
+                        if type(v) is not CelOptional:
+                            nso("{?_: _}", v)
+                        if not v.present:
+                            continue
+                        v = v.value
+                    map_insert(out, k, v)
+                charge(m, MAP_CREATE_BASE_COST)
+                return out
+
+            return map_lit_opt
 
         def map_lit(env: Env, m: Meter) -> object:
             out = CelMap()
@@ -441,6 +575,9 @@ class Compiler:
 
     def _c_Comprehension(self, e: A.Comprehension, scope: frozenset[str]) -> Fn:
         rng = self.compile(e.range, scope)
+        if e.macro == A.BIND:
+            assert e.transform is not None
+            return _bind(e.var, rng, self.compile(e.transform, scope | {e.var}))
         inner = scope | {e.var} | ({e.var2} if e.var2 is not None else set())
         pred = self.compile(e.pred, inner) if e.pred is not None else None
         transform = self.compile(e.transform, inner) if e.transform is not None else None
@@ -462,4 +599,47 @@ class Compiler:
                 raise CELCompileError(err.message, e.args[0].pos) from None
         arg_exprs = ((e.target,) if e.target is not None else ()) + e.args
         arg_fns = tuple(self.compile(a, scope) for a in arg_exprs if a is not None)
+        if e.target is not None and e.name in LAZY_OPTIONAL_CALLS and len(arg_fns) == 2:
+            return _lazy_optional(e.name, fn.impl, arg_fns[0], arg_fns[1])
         return metered_call(fn.impl, fn.cost, fn.result_cost, arg_fns)
+
+
+def _lazy_optional(name: str, impl: Callable[..., object], recv: Fn, arg: Fn) -> Fn:
+    """``opt.orValue(v)`` / ``opt.or(o)``: the argument is evaluated only when ``opt`` is
+    none, and the call itself costs nothing (cel-go short-circuits both)."""
+
+    def lazy_optional(env: Env, m: Meter) -> object:
+        o = recv(env, m)
+        if type(o) is CelOptional and o.present:
+            return o if name == "or" else o.value
+        return impl(o, arg(env, m))
+
+    return lazy_optional
+
+
+_UNBOUND: Final = object()
+
+
+def _bind(var: str, init: Fn, body: Fn) -> Fn:
+    """``cel.bind(var, init, body)``: ``init`` evaluated once, ``var`` visible in ``body``."""
+
+    def bind(env: Env, m: Meter) -> object:
+        value = init(env, m)
+        saved = env.get(var, _UNBOUND)
+        env[var] = value
+        try:
+            return body(env, m)
+        finally:
+            if saved is _UNBOUND:
+                env.pop(var, None)
+            else:
+                env[var] = saved
+
+    return bind
+
+
+# Conversions cel-go's planner evaluates when an argument is constant (cel.OptOptimize).
+FOLDED_CONVERSIONS: Final = frozenset(
+    {"int", "uint", "double", "string", "bytes", "bool", "dyn", "type",
+     "timestamp", "duration"}
+)

@@ -324,14 +324,22 @@ def format_string(fmt: Any, args: Any) -> str:
     return "".join(out)
 
 
-def validate_literal_format(fmt: str, arg_types: Sequence[str]) -> str | None:
+FORMAT_S_TYPES: Final = frozenset({
+    "list", "map", "int", "uint", "double", "bool", "string", "bytes", "null", "type",
+    "google.protobuf.Timestamp", "google.protobuf.Duration"})  # fmt: skip
+
+
+def validate_literal_format(
+    fmt: str, arg_types: Sequence[str], nested: Sequence[str | None] | None = None
+) -> str | None:
     """Kubernetes' compile-time check of ``'literal'.format([literal list])``: the error, or None.
 
-    ``arg_types`` are the static type names of the list's elements.
+    ``arg_types`` are the static type names of the list's elements; ``nested[i]``, where
+    given, the first type a ``%s`` clause cannot print inside argument i (a list or map
+    literal: cel-go checks their elements too).
     """
     ok = {
-        "s": {"list", "map", "int", "uint", "double", "bool", "string", "bytes", "null",
-              "type", "google.protobuf.Timestamp", "google.protobuf.Duration"},
+        "s": FORMAT_S_TYPES,
         "d": {"int", "uint"}, "f": {"double", "string"}, "e": {"double", "string"},
         "b": {"int", "uint", "bool"}, "o": {"int", "uint"},
         "x": {"int", "uint", "string", "bytes"}, "X": {"int", "uint", "string", "bytes"},
@@ -357,6 +365,9 @@ def validate_literal_format(fmt: str, arg_types: Sequence[str]) -> str | None:
             t = arg_types[requested - 1]
             if t != "dyn" and t not in ok[verb]:
                 raise FormatError(f"error during formatting: {names[verb]} clause cannot format {t}")
+            inner = nested[requested - 1] if nested is not None and verb == "s" else None
+            if inner is not None:
+                raise FormatError(f"error during formatting: string clause cannot format {inner}")
     except FormatError as e:
         return str(e)
     if len(arg_types) > requested:

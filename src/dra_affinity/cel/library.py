@@ -32,6 +32,7 @@ from .lib_quantity import (
     with_amount,
 )
 from .library_ext import EXT_FUNCTIONS
+from .library_opt import OPT_FUNCTIONS, OPT_RESULT_COSTS
 from .libs import LIB_FUNCTIONS, RESULT_COSTS, convert
 from .quantity import Quantity, as_quantity
 from .semver import Semver
@@ -738,7 +739,13 @@ def _q_add(a: Any, b: Any) -> Quantity:
 
 def _q_sub(a: Any, b: Any) -> Quantity:
     qa, qb = _q_operand("sub", a, b)
-    return with_amount(qa - qb, add_amounts(amount_of(qa), negate(_q_amount(qb))))
+    bm = _q_amount(qb)
+    amount = add_amounts(amount_of(qa), negate(bm))
+    if amount is not None and bm is not None and bm[0] == INT64_MIN:
+        # Quantity.Sub negates the int64 amount, which wraps for MinInt64: when the
+        # int64 path succeeds, Kubernetes has added the operand instead.
+        return with_amount(qa + qb, amount)
+    return with_amount(qa - qb, amount)
 
 
 def _q_of(name: str, q: Any) -> Quantity:
@@ -958,8 +965,11 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
 )
 
 FUNCTIONS: Final[tuple[Function, ...]] = _CORE_FUNCTIONS + tuple(
-    _fn(name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost, RESULT_COSTS.get(name))
-    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS + LIB_FUNCTIONS
+    _fn(
+        name, member, arity, impl, [_ov(r, *ps) for r, *ps in ovs], cost,
+        RESULT_COSTS.get(name) or OPT_RESULT_COSTS.get(name),
+    )
+    for name, member, arity, impl, ovs, cost in EXT_FUNCTIONS + LIB_FUNCTIONS + OPT_FUNCTIONS
     if impl is not None
 )
 

@@ -200,6 +200,14 @@ def _same(types: Sequence[T.Ty]) -> T.Ty:
     return types[0]
 
 
+def _flattened(types: Sequence[T.Ty]) -> T.Ty:
+    """``list(list(T)).flatten()`` is a ``list(T)`` (cel-go's typed overload)."""
+    recv = types[0]
+    if recv.name == "list" and recv.elem.name == "list":
+        return recv.elem
+    return _L
+
+
 EXT_FUNCTIONS: Final = (
     ("sets.contains", False, 2, sets_contains, [(_B, _L, _L)], _sets_cost(1)),
     ("sets.intersects", False, 2, sets_intersects, [(_B, _L, _L)], _sets_cost(1)),
@@ -207,7 +215,7 @@ EXT_FUNCTIONS: Final = (
     ("slice", True, 2, list_slice, [(_same, _L, _I, _I)], _slice_cost),
     ("lists.range", False, 1, lists_range, [(T.list_of(_I), _I)], _range_cost),
     ("reverse", True, 0, list_reverse, [(_same, _L)], _size_cost),
-    ("flatten", True, 0, list_flatten, [(_L, _L)], _flatten_cost),
+    ("flatten", True, 0, list_flatten, [(_flattened, _L)], _flatten_cost),
     ("flatten", True, 1, list_flatten, [(_L, _L, _I)], _flatten_cost),
     ("distinct", True, 0, list_distinct, [(_same, _L)], _self_compare_cost),
     ("sort", True, 0, list_sort, [(_same, _L)], _self_compare_cost),

@@ -53,6 +53,7 @@ RESULT_COSTS: Final = lib_strings.RESULT_COSTS
 
 # The checker's compile-time check of 'literal'.format([literal list]).
 validate_literal_format = lib_strings.validate_literal_format
+FORMAT_S_TYPES = lib_strings.FORMAT_S_TYPES
 
 _ESTIMATORS: Final = (lib_net.estimate, lib_url.estimate, lib_time.estimate, lib_lists.estimate)
 

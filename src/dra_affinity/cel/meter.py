@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn
 
 from .errors import MISSING_FIELD, NO_SUCH_OVERLOAD, RUNTIME, CELCostExceeded, CELEvalError
+from .optionals import CelOptional
 from .values import type_name
 
 LIST_CREATE_BASE_COST: Final = 10
@@ -78,4 +79,8 @@ def select_field(v: Any, field: str) -> object:
             return v[field]
         except (KeyError, TypeError):
             missing_key(field)
+    if type(v) is CelOptional:  # selecting through an optional: an optional
+        from .library_opt import opt_select
+
+        return opt_select(v, field)
     raise CELEvalError(f"type '{type_name(v)}' does not support field selection", NO_SUCH_OVERLOAD)

@@ -26,8 +26,12 @@ from typing import Any, Final, NoReturn
 from .errors import DIVISION_BY_ZERO, INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
 from .lib_dra import DomainMap
 from .library import build_cost, nso, str_cost
+from .library_opt import opt_index
 from .libs import TIME_NO_MATCH, time_arith
 from .meter import Meter, charge, exceeded, missing_key
+from .optionals import CelOptional
+from .quantity import Quantity
+from .semver import Semver
 from .values import (
     INT64_MAX,
     INT64_MIN,
@@ -76,6 +80,8 @@ def index_value(v: Any, k: Any) -> object:
         if found:
             return r
         missing_key(k)
+    if tv is CelOptional:  # indexing through an optional: an optional
+        return opt_index(v, k)
     nso("_[_]", v, k)
 
 
@@ -194,6 +200,11 @@ def eq_op(a: Any, b: Any, m: Meter) -> bool:
         lb = len(b)
         charge(m, str_cost(la if la < lb else lb))
         return bool(a == b)
+    if (ta is Semver or ta is Quantity) and tb is not ta and b is not None:
+        # Kubernetes' Semver and Quantity values compare only with their own type
+        # (their Equal is no such overload otherwise; a string on the left is unequal)
+        charge(m, 1)
+        nso("_==_", a, b)
     sa = value_size(a)
     sb = value_size(b)
     charge(m, str_cost(sa if sa < sb else sb))

@@ -29,6 +29,7 @@ from .errors import CELCompileError
 from .lib_lists import expand_sort_by
 from .library_ext import NAMESPACES
 from .libs import LIB_NAMESPACES
+from .optionals import OPT_INDEX, OPT_NAMESPACES, OPT_SELECT
 from .values import UINT64_MAX, UInt
 
 # Nesting limit. cel-go's parser defaults to 250; ours is lower because every
@@ -59,6 +60,7 @@ MACROS2: Final = {
     ("all", 3): A.ALL,
     ("exists", 3): A.EXISTS,
     ("existsOne", 3): A.EXISTS_ONE,
+    ("exists_one", 3): A.EXISTS_ONE,
     ("transformList", 3): A.MAP,
     ("transformList", 4): A.MAP_FILTER,
     ("transformMap", 3): A.TRANSFORM_MAP,
@@ -126,13 +128,53 @@ def _cache_file(grammar: str) -> str | bool:
     return os.path.join(folder, f"cel-grammar-{digest}.lark")
 
 
+# cel-go's grammar beyond cel-spec's: optional field selection (``a.?f``) and
+# indexing (``a[?i]``), optional list elements (``[?x]``) and map entries
+# (``{?k: v}``), and a trailing comma in list and map literals. Each edit
+# replaces one rule of cel-python's grammar text; a grammar that no longer
+# contains the rule fails loudly at first use rather than parsing differently.
+_GRAMMAR_EDITS: Final = (
+    (
+        "member         : member_dot | member_dot_arg | member_index | member_object | primary",
+        "member         : member_dot | member_dot_arg | member_index | member_object | primary\n"
+        "               | member_opt_dot | member_opt_index\n"
+        'member_opt_dot : member "." "?" IDENT\n'
+        'member_opt_index : member "[" "?" expr "]"',
+    ),
+    (
+        'list_lit       : "[" [exprlist] "]"',
+        'list_lit       : "[" [listelems [","]] "]"\n'
+        'listelems      : listelem | listelems "," listelem\n'
+        "listelem       : expr | opt_elem\n"
+        'opt_elem       : "?" expr',
+    ),
+    (
+        'map_lit        : "{" [mapinits] "}"',
+        'map_lit        : "{" [mapentries [","]] "}"\n'
+        'mapentries     : mapentry | mapentries "," mapentry\n'
+        'mapentry       : expr ":" expr | opt_entry\n'
+        'opt_entry      : "?" expr ":" expr',
+    ),
+)
+
+
+def _extend_grammar(grammar: str) -> str:
+    for old, new in _GRAMMAR_EDITS:
+        if old not in grammar:  # pragma: no cover - a changed cel-python grammar
+            raise RuntimeError(f"CEL grammar rule not found: {old!r}")
+        grammar = grammar.replace(old, new, 1)
+    return grammar
+
+
 def _lark() -> Lark:
     """cel-python's CEL grammar (celpy/cel.lark) with its LALR parser settings."""
     global _parser
     if _parser is None:
         import celpy
 
-        grammar = (Path(celpy.__file__).parent / "cel.lark").read_text(encoding="utf-8")
+        grammar = _extend_grammar(
+            (Path(celpy.__file__).parent / "cel.lark").read_text(encoding="utf-8")
+        )
         _parser = Lark(
             grammar,
             cache=_cache_file(grammar),
@@ -184,6 +226,37 @@ def parse(text: str) -> A.Expr:
         return _Converter(text).conv(tree, 1)
     except RecursionError:
         raise CELCompileError(f"expression nesting too deep (limit {MAX_NESTING_DEPTH})") from None
+
+
+def _numeric_literal(node: Tree[Token] | Token) -> Token | None:
+    """The int or double literal token ``node`` is, if it is one (signed or not)."""
+    while isinstance(node, Tree) and node.data in _UNIT and len(node.children) == 1:
+        node = node.children[0]
+    if isinstance(node, Tree) and node.data == "literal":
+        tok = node.children[0]
+        if (
+            isinstance(tok, Token)
+            and tok.type in ("INT_LIT", "FLOAT_LIT")
+        ):
+            return tok
+    return None
+
+
+def _items(children: list[Tree[Token] | Token]) -> list[Tree[Token] | Token]:
+    """The element nodes of a list or map literal (its one child, if any, holds them)."""
+    if not children:
+        return []
+    out: list[Tree[Token] | Token] = []
+    node = children[0]
+    # left-recursive: listelems -> listelems listelem | listelem (iteratively)
+    while isinstance(node, Tree) and node.data in ("listelems", "mapentries"):
+        kids = node.children
+        out.append(kids[-1])
+        if len(kids) == 1:
+            break
+        node = kids[0]
+    out.reverse()
+    return out
 
 
 def _pos(node: Tree[Token] | Token) -> int:
@@ -252,10 +325,7 @@ class _Converter:
                 self._op_pos(op, left, right), op, self.conv(left, d), self.conv(right, d)
             )
         if data == "unary":
-            op_tree, operand = ch
-            assert isinstance(op_tree, Tree)
-            op = "!" if op_tree.data == "unary_not" else "-"
-            return A.Unary(_pos(t), op, self.conv(operand, d))
+            return self._unary(t, d)
         if data == "member_dot":
             operand, name = ch
             assert isinstance(name, Token)
@@ -298,19 +368,83 @@ class _Converter:
         if data == "paren_expr":
             return self.conv(ch[0], d)
         if data == "list_lit":
-            return A.ListLit(_pos(t), self._args(ch[0] if ch else None, d))
+            elems: list[A.Expr] = []
+            optional: list[int] = []
+            for el in _items(ch):
+                assert isinstance(el, Tree)
+                inner = el.children[0]
+                if isinstance(inner, Tree) and inner.data == "opt_elem":
+                    optional.append(len(elems))
+                    inner = inner.children[0]
+                elems.append(self.conv(inner, d))
+            return A.ListLit(_pos(t), tuple(elems), tuple(optional))
         if data == "map_lit":
             entries: list[tuple[A.Expr, A.Expr]] = []
-            if ch:
-                inits = ch[0]
-                assert isinstance(inits, Tree)
-                items = inits.children
-                for i in range(0, len(items), 2):
-                    entries.append((self.conv(items[i], d), self.conv(items[i + 1], d)))
-            return A.MapLit(_pos(t), tuple(entries))
+            opt_keys: list[int] = []
+            for en in _items(ch):
+                assert isinstance(en, Tree)
+                kv = en.children
+                if len(kv) == 1:  # an optional entry
+                    assert isinstance(kv[0], Tree)
+                    opt_keys.append(len(entries))
+                    kv = kv[0].children
+                entries.append((self.conv(kv[0], d), self.conv(kv[1], d)))
+            return A.MapLit(_pos(t), tuple(entries), tuple(opt_keys))
+        if data == "member_opt_dot":
+            operand, name = ch
+            assert isinstance(name, Token)
+            return A.Call(
+                _pos(name) - 2, OPT_SELECT, None,
+                (self.conv(operand, d), A.Const(_pos(name), str(name))),
+            )
+        if data == "member_opt_index":
+            return A.Call(
+                self._op_pos("[", ch[0], ch[1]), OPT_INDEX, None,
+                (self.conv(ch[0], d), self.conv(ch[1], d)),
+            )
         raise CELCompileError(
             f"syntax error: unsupported construct {data}", _pos(t)
         )  # pragma: no cover
+
+    def _unary(self, t: Tree[Token], depth: int) -> A.Expr:
+        """A run of ``!`` or of ``-`` as cel-go reads it: an even run cancels out (``!!x``
+        is ``x``), an odd run is one operator; a single ``-`` before a number is the
+        literal's sign (``-5``, ``- 5``). The lexer may have put the last minus of a run
+        into the literal (``--5`` is ``-`` and ``-5``): it counts as part of the run, and
+        the literal's own range then applies (``--9223372036854775808`` is invalid)."""
+        op_tree = t.children[0]
+        assert isinstance(op_tree, Tree)
+        kind = op_tree.data
+        op = "!" if kind == "unary_not" else "-"
+        run = 0
+        node: Tree[Token] | Token = t
+        while (
+            isinstance(node, Tree)
+            and node.data == "unary"
+            and len(node.children) == 2
+            and isinstance(node.children[0], Tree)
+            and node.children[0].data == kind
+        ):
+            run += 1
+            node = node.children[1]
+        if depth + 1 > MAX_NESTING_DEPTH:
+            raise self._too_deep(t)
+        if op == "-":
+            lit = _numeric_literal(node)
+            if lit is not None:
+                text = str(lit)
+                if text.startswith("-"):  # the lexer's sign: one more minus in the run
+                    run += 1
+                    text = text[1:]
+                if run == 1:  # a negative literal
+                    signed = Token.new_borrow_pos(lit.type, "-" + text, lit)
+                    return A.Const(_pos(t), _literal(signed))
+                body = Token.new_borrow_pos(lit.type, text, lit)
+                body.start_pos = _pos(lit) + len(str(lit)) - len(text)
+                inner: A.Expr = A.Const(body.start_pos, _literal(body))
+                return inner if run % 2 == 0 else A.Unary(_pos(t), "-", inner)
+        inner = self.conv(node, depth + 1)
+        return inner if run % 2 == 0 else A.Unary(_pos(t), op, inner)
 
     def _args(self, exprlist: Tree[Token] | Token | None, depth: int) -> tuple[A.Expr, ...]:
         if exprlist is None:
@@ -351,6 +485,8 @@ class _Converter:
     def _member_call(
         self, pos: int, target: A.Expr, name: str, args: tuple[A.Expr, ...], tok: Token
     ) -> A.Expr:
+        if isinstance(target, A.Ident) and target.name == "cel" and name == "bind":
+            return self._bind(pos, args)
         macro2 = MACROS2.get((name, len(args)))
         if macro2 is not None:
             return self._two_var(pos, target, name, macro2, args)
@@ -358,7 +494,9 @@ class _Converter:
             return expand_sort_by(pos, target, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
-            if isinstance(target, A.Ident) and target.name in NAMESPACES | LIB_NAMESPACES:
+            if isinstance(target, A.Ident) and (
+                target.name in NAMESPACES | LIB_NAMESPACES or target.name in OPT_NAMESPACES
+            ):
                 # a namespaced function of an extension library: sets.contains(a, b)
                 return A.Call(pos, f"{target.name}.{name}", None, args)
             return A.Call(pos, name, target, args)
@@ -370,6 +508,16 @@ class _Converter:
         if macro == A.MAP_FILTER:
             return A.Comprehension(pos, macro, target, var.name, args[1], args[2])
         return A.Comprehension(pos, macro, target, var.name, args[1], None)
+
+    @staticmethod
+    def _bind(pos: int, args: tuple[A.Expr, ...]) -> A.Expr:
+        """``cel.bind(v, init, expr)``: ``expr`` with ``v`` bound to ``init``, evaluated once."""
+        if len(args) != 3:
+            raise CELCompileError("cel.bind() macro: expects 3 arguments", pos)
+        var = args[0]
+        if not isinstance(var, A.Ident):
+            raise CELCompileError("cel.bind() macro: argument must be a simple name", var.pos)
+        return A.Comprehension(pos, A.BIND, args[1], var.name, None, args[2])
 
     @staticmethod
     def _two_var(

@@ -49,6 +49,7 @@ TYPE: Final = Ty("type")
 QUANTITY: Final = Ty("kubernetes.Quantity")
 SEMVER: Final = Ty("kubernetes.Semver")
 DEVICE: Final = Ty("kubernetes.DRADevice")
+OPTIONAL_NAME: Final = "optional_type"  # optional_type(T), cel-go's optional types
 
 
 def list_of(t: Ty) -> Ty:
@@ -134,11 +135,16 @@ def assignable(param: Ty, arg: Ty) -> bool:
     )
 
 
+_NULLABLE_PAIRS: Final = ({"null", "kubernetes.Quantity"}, {"null", "kubernetes.Semver"})
+
+
 def comparable_eq(a: Ty, b: Ty) -> bool:
-    """May ``a == b`` be true? Mirrors CEL's ``_==_(A, A)`` plus heterogeneous numeric equality."""
+    """Does ``a == b`` type-check? CEL's ``_==_(A, A)``: the types unify, ``dyn`` with
+    anything; numbers of different static types do not (``1 == 1.0`` is a compile
+    error in cel-go; ``dyn(1) == 1.0`` compares the values at run time)."""
     if a.name == "dyn" or b.name == "dyn":
         return True
-    if a.name in NUMERIC and b.name in NUMERIC:
+    if {a.name, b.name} in _NULLABLE_PAIRS:  # object types (Kubernetes') are nullable
         return True
     if a.name != b.name:
         return False

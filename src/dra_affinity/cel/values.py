@@ -30,6 +30,7 @@ from decimal import Decimal
 from typing import Any, Final, final
 
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
+from .optionals import OPTIONAL_TYPE_NAME, CelOptional
 from .quantity import Quantity, as_quantity
 from .semver import Semver
 
@@ -110,6 +111,7 @@ T_MAP = CelType("map")
 T_TYPE = CelType("type")
 T_QUANTITY = CelType("kubernetes.Quantity")
 T_SEMVER = CelType("kubernetes.Semver")
+T_OPTIONAL = CelType(OPTIONAL_TYPE_NAME)
 
 # Identifiers that denote type values in expressions (`type(x) == string`).
 TYPE_IDENTIFIERS: Final[Mapping[str, CelType]] = {
@@ -123,6 +125,7 @@ TYPE_IDENTIFIERS: Final[Mapping[str, CelType]] = {
     "list": T_LIST,
     "map": T_MAP,
     "type": T_TYPE,
+    "optional_type": T_OPTIONAL,
 }
 
 _SCALAR_TYPES: Final[dict[type, CelType]] = {
@@ -139,6 +142,7 @@ _SCALAR_TYPES: Final[dict[type, CelType]] = {
     CelType: T_TYPE,
     Quantity: T_QUANTITY,
     Semver: T_SEMVER,
+    CelOptional: T_OPTIONAL,
 }
 
 
@@ -248,6 +252,10 @@ def cel_eq(a: Any, b: Any) -> bool:
         return bool(a == b)
     if ta is CelType and tb is CelType:
         return bool(a == b)
+    if ta is CelOptional or tb is CelOptional:
+        return (
+            ta is tb and a.present == b.present and (not a.present or cel_eq(a.value, b.value))
+        )
     if ta in _LIBRARY_TYPES:
         return ta is tb and bool(a == b)
     qa = as_quantity(a)
@@ -453,13 +461,25 @@ def check_uint(v: int) -> UInt:
     raise CELEvalError("unsigned integer overflow", "overflow")
 
 
-def map_insert(out: CelMap, k: object, v: object) -> None:
-    """Add ``k: v`` to a map being built; CEL's errors for bad and repeated keys."""
+_ABSENT: Final = object()
+
+
+def map_insert(out: CelMap, k: object, v: object, *, repeated_ok: bool = True) -> None:
+    """Add ``k: v`` to a map being built; CEL's errors for bad (and repeated) keys.
+
+    In a map literal a repeated key keeps its first spelling and takes the last
+    value, as cel-go's map literals do (constant or not); ``repeated_ok=False``
+    (``transformMapEntry``) makes it an error, as cel-go's ``cel.@mapInsert`` does.
+    """
     ck = canon_key(k) if type(k) is not float else None
     if ck is None:
         raise CELEvalError(f"unsupported map key type: {type_name(k)}", INVALID_ARGUMENT)
-    if ck in out.canon:
-        raise CELEvalError(f"map literal has repeated key: {k!r}", INVALID_ARGUMENT)
+    first = out.canon.get(ck, _ABSENT)
+    if first is not _ABSENT:
+        if not repeated_ok:
+            raise CELEvalError(f"insert failed: repeated key {k!r}", INVALID_ARGUMENT)
+        out[first] = v
+        return
     if ck[0] != "s" and k in out:
         # Python's dict cannot hold both true and 1 (or false and 0).
         raise CELEvalError(f"map literal keys {k!r} and {ck!r} collide", INVALID_ARGUMENT)
