@@ -113,8 +113,8 @@ def soak(nodes: int = 500, devices_per_node: int = 8, slots: int = 4, occupancy:
         name = f"pod-{n:07d}"
         n += 1
         claim, pod = pod_objects(name, value)
-        cluster.apply(claim)
-        cluster.apply(pod)
+        cluster.apply(claim, owned=True)
+        cluster.apply(pod, owned=True)
         t0 = time.process_time()
         a = sched.schedule(f"default/{name}")
         sched_s += time.process_time() - t0

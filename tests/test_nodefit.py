@@ -149,6 +149,20 @@ def test_pod_level_resources_replace_cpu_and_memory() -> None:
     assert pod_requests(p) == {"cpu": 3000, "example.com/fpga": 1}
 
 
+@pytest.mark.parametrize(("extra", "want"), [
+    ({}, {}),  # no container says resources: nothing asked
+    ({"containers": [{"name": "c", "image": "x", "resources": {}}]}, {}),
+    ({"containers": [{"name": "c", "image": "x"}, container(cpu="1")]}, {"cpu": 1000}),
+    ({"overhead": {"cpu": "10m"}}, {"cpu": 10}),
+    ({"resources": {"requests": {"memory": "1Mi"}}}, {"memory": 1 << 20}),
+    ({"initContainers": [{"name": "i", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+     {"cpu": 1000}),
+])
+def test_requests_of_pods_that_ask_for_little_or_nothing(extra: dict[str, Any],
+                                                         want: dict[str, int]) -> None:
+    assert pod_requests(pod(**extra)) == want
+
+
 def test_resource_fit() -> None:
     n = node(allocatable={"cpu": "4", "memory": "8Gi", "pods": "3"})
     p = pod(containers=[container(cpu="2", memory="1Gi")])

@@ -68,11 +68,33 @@ def test_codec_shares_shapes_and_keeps_nones_out_of_the_values() -> None:
 def test_decoded_objects_are_independent_copies() -> None:
     codec = _Codec()
     _, pod = pod_objects("pod-a", 0)
+    pod = pod.model_copy(deep=True)  # every part its own
     c = codec.encode(pod)
+    assert all(type(v) in (str, int) for v in c.values)  # all of it encoded
     one, two = codec.decode(c), codec.decode(c)
     one.spec.containers.append({"name": "x"})
     one.metadata.labels["k"] = "v"
     assert two == pod and codec.decode(c) == pod
+
+
+def test_parts_shared_with_other_objects_are_kept_as_they_are() -> None:
+    """A part that something else references too (here the prototype ``pod_objects``
+    copies from) is one leaf, the very object; the object's own parts are encoded."""
+    codec = _Codec()
+    _, pod = pod_objects("pod-b", 0)
+    proto = pod_objects("pod-c", 0)[1]
+    assert pod.spec.containers is proto.spec.containers  # shared by construction
+    c = codec.encode(pod)
+    assert any(v is pod.spec.containers for v in c.values)
+    assert not any(v is pod.spec for v in c.values)  # its own spec is encoded
+    assert "pod-b" in c.values
+    back = codec.decode(c)
+    assert back == pod and back.to_dict() == pod.to_dict()
+    assert back.spec.containers is pod.spec.containers
+    assert back.spec is not pod.spec and back.metadata is not pod.metadata
+    # Once nothing else holds the part, it is encoded like any other.
+    alone = pod.model_copy(deep=True)
+    assert not any(v is alone.spec.containers for v in codec.encode(alone).values)
 
 
 def test_store_keeps_at_most_hot_typed_and_reads_back_equal() -> None:
@@ -172,3 +194,39 @@ def test_a_status_write_needs_the_claim_as_it_was_read() -> None:
     with pytest.raises(WriteConflict, match="was deleted"):
         cluster.write_claim_status(second)
     assert cluster.claim("default/p-nic") is None
+
+
+def test_an_owned_write_is_stored_without_a_copy_and_the_input_is_left_as_it_was() -> None:
+    cluster = Cluster()
+    claim, _ = pod_objects("pod-o", 1)
+    before = claim.to_dict()
+    assert cluster.apply(claim, owned=True).applied
+    stored = cluster.claim("default/pod-o-nic")
+    assert stored is not None and stored.spec is claim.spec  # handed over: not copied
+    assert stored.metadata.uid and stored.metadata.resource_version == "1"
+    assert claim.to_dict() == before  # stamping copies the metadata it sets
+    other, _ = pod_objects("pod-p", 1)
+    assert cluster.apply(other).applied
+    copied = cluster.claim("default/pod-p-nic")
+    assert copied is not None and copied.spec == other.spec and copied.spec is not other.spec
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_stamped_metadata_dumps_what_the_api_server_sets(owned: bool) -> None:
+    cluster = Cluster()
+    claim = ResourceClaim.model_validate({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}}})
+    assert cluster.apply(claim, owned=owned).applied
+    meta = cluster.claim("default/c").to_dict()["metadata"]  # type: ignore[union-attr]
+    assert meta == {"name": "c", "namespace": "default", "uid": meta["uid"],
+                    "resourceVersion": "1", "generation": 1}
+    (s,) = slices(WorkloadSpec(nodes=1, affinity=False), 0)
+    assert cluster.apply(s, owned=owned).applied
+    smeta = cluster.get("ResourceSlice", s.metadata.name).to_dict()["metadata"]  # type: ignore[union-attr]
+    assert "namespace" not in smeta and smeta["resourceVersion"] == "2"
+    # An update keeps the uid, bumps the version, and the generation only with the spec.
+    again = claim.model_copy(deep=True)
+    assert cluster.apply(again, owned=owned).applied
+    meta2 = cluster.claim("default/c").to_dict()["metadata"]  # type: ignore[union-attr]
+    assert meta2["uid"] == meta["uid"] and meta2["resourceVersion"] == "3" and meta2["generation"] == 1

@@ -135,3 +135,42 @@ def test_other_kinds_are_validated_and_copied() -> None:
     res = admit(parse(bad), features=ON)
     assert res.object is None
     assert [e.path for e in res.errors] == ["spec.devices.requests[0].exactly.deviceClassName"]
+
+
+def test_a_handed_over_object_is_stored_as_it_is() -> None:
+    obj = parse(resource_claim())
+    res = admit(obj, copy=False)
+    assert res.errors == [] and res.object is obj
+    copied = admit(obj)
+    assert copied.object == obj and copied.object is not obj
+    assert copied.object.spec is not obj.spec  # type: ignore[attr-defined]
+
+
+def test_a_handed_over_slice_is_copied_before_a_field_is_dropped() -> None:
+    obj = parse(meta_slice())
+    before = obj.to_dict()
+    stored = _slice(admit(obj, features=OFF, copy=False))
+    assert stored is not obj and stored.spec.sharing_affinity is None
+    assert obj.to_dict() == before  # parts may be shared with the caller's: never changed
+    kept = _slice(admit(obj, features=ON, copy=False))
+    assert kept is obj  # nothing to drop: nothing copied
+
+
+def test_an_invalid_handed_over_object_is_refused_and_left_alone() -> None:
+    obj = parse(resource_claim())
+    bad = obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"name": "Not_A_Name"})})
+    before = bad.to_dict()
+    res = admit(bad, copy=False)
+    assert res.object is None and res.errors
+    assert bad.to_dict() == before
+
+
+def test_field_paths_render_like_the_api_server_s() -> None:
+    from dra_affinity.validation._errors import ROOT, Path
+
+    p = ROOT.child("spec", "devices").child("requests").index(0).key("k")
+    assert str(p) == "spec.devices.requests[0][k]" and p.text == str(p)
+    assert str(ROOT.index(2)) == "[2]" and str(ROOT.key("a").child("b")) == "[a].b"
+    assert str(Path("metadata").child("name")) == "metadata.name"
+    assert p == Path("spec.devices.requests[0][k]") and hash(p) == hash(Path(p.text))
+    assert p != "spec.devices.requests[0][k]" and repr(ROOT.child("x")) == "Path('x')"

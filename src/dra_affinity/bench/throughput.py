@@ -74,7 +74,7 @@ def build_cluster(spec: WorkloadSpec, progress: PhaseReport | None = None) -> Cl
     every = max(1, spec.nodes // BUILD_REPORTS)
     for i in range(spec.nodes):
         for s in slices(spec, i):
-            res = cluster.apply(s)
+            res = cluster.apply(s, owned=True)
             assert res.applied, res.errors
         if progress is not None and ((i + 1) % every == 0 or i + 1 == spec.nodes):
             progress("build", i + 1, spec.nodes)
@@ -132,8 +132,8 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
     while used < target and (spec.max_pods is None or attempts < spec.max_pods):
         if isinstance(ev, Arrival):
             claim, pod = pod_objects(ev.pod, ev.value)
-            cluster.apply(claim)
-            cluster.apply(pod)
+            cluster.apply(claim, owned=True)
+            cluster.apply(pod, owned=True)
             key = f"default/{ev.pod}"
             # CPU time of this process: the decision cost, robust to other load on the machine.
             t0 = time.process_time()

@@ -158,6 +158,13 @@ def pod_requests(pod: Pod) -> dict[str, int]:
     Pod-level ``spec.resources.requests`` replace the containers' sum for cpu and
     memory. Resources requested at zero are left out."""
     spec = pod.spec
+    if not spec.init_containers and spec.resources is None and spec.overhead is None:
+        # The common case, decided without parsing: no container says ``resources``.
+        for c in spec.containers:
+            if type(c) is not dict or c.get("resources") is not None:
+                break
+        else:
+            return {}
     apps: dict[str, int] = {}
     for i, c in enumerate(spec.containers):
         _add(apps, _container_requests(c, f"spec.containers[{i}]"))

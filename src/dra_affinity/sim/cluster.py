@@ -28,6 +28,7 @@ from dra_affinity.api.resource import (
     ResourceSlice,
 )
 from dra_affinity.features import Features
+from dra_affinity.scheduler.build import replaced
 from dra_affinity.scheduler.view import Listener, WriteConflict
 from dra_affinity.sim.store import DEFAULT_HOT, ObjectStore
 from dra_affinity.validation.apiserver import admit
@@ -148,19 +149,24 @@ class Cluster:
 
     # ------------------------------------------------------------------ writes
     def _stamp(self, obj: T, old: TypedObject | None) -> T:
+        """``obj`` with the metadata the API server sets (namespace default, uid,
+        resourceVersion, generation): shallow copies, as ``model_copy(update=...)``
+        makes, so nothing shared with ``obj`` changes."""
         self._resource_version += 1
-        meta = obj.metadata.model_copy()
+        m = obj.metadata
         key = object_key(obj)
-        if obj.kind not in CLUSTER_SCOPED and not meta.namespace:
-            meta.namespace = "default"
-        meta.uid = old.metadata.uid if old is not None and old.metadata.uid else (
-            meta.uid or make_uid(obj.kind, key))
-        meta.resource_version = str(self._resource_version)
         gen = (old.metadata.generation or 1) if old is not None else 1
         if old is not None and _spec_changed(old, obj):
             gen += 1
-        meta.generation = gen
-        return obj.model_copy(update={"metadata": meta})
+        updates: dict[str, Any] = {
+            "uid": old.metadata.uid if old is not None and old.metadata.uid else (
+                m.uid or make_uid(obj.kind, key)),
+            "resource_version": str(self._resource_version),
+            "generation": gen,
+        }
+        if obj.kind not in CLUSTER_SCOPED and not m.namespace:
+            updates["namespace"] = "default"
+        return replaced(obj, metadata=replaced(m, **updates))
 
     def _store(self, obj: TypedObject, old: TypedObject | None, key: str | None = None) -> None:
         self._objects[obj.kind].put(key or object_key(obj), obj)
@@ -179,13 +185,19 @@ class Cluster:
             self._node_set.add(name)
             self.node_order.append(name)
 
-    def apply(self, obj: TypedObject) -> WriteResult:
-        """Create or update through admission; a rejected write changes nothing."""
+    def apply(self, obj: TypedObject, *, owned: bool = False) -> WriteResult:
+        """Create or update through admission; a rejected write changes nothing.
+
+        ``owned``: the caller hands ``obj`` over, as an API server's decoder hands over
+        what it decoded: neither it nor any of its parts is mutated again (parts may be
+        shared with objects the caller keeps, which it must not mutate either). Then
+        admission stores it without a defensive deep copy. By default the stored object
+        is a copy, and the caller may do what it likes with ``obj`` afterwards."""
         if obj.kind not in self._objects:
             return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
         key = object_key(obj)
         old = self._objects[obj.kind].get(key)
-        res = admit(obj, old, features=self.features)
+        res = admit(obj, old, features=self.features, copy=not owned)
         if res.errors or res.object is None:
             return WriteResult(False, None, list(res.errors), list(res.warnings))
         admitted = res.object
@@ -284,10 +296,9 @@ class Cluster:
             if owned and prc.resource_claim_template_name:
                 self.delete("ResourceClaim", key)
                 continue
-            status = claim.status.model_copy(update={"reserved_for": reserved})
-            if not reserved:
-                status = status.model_copy(update={"allocation": None})
-            self.replace(claim.model_copy(update={"status": status}))
+            status = (replaced(claim.status, reserved_for=reserved) if reserved
+                      else replaced(claim.status, reserved_for=reserved, allocation=None))
+            self.replace(replaced(claim, status=status))
 
     # ------------------------------------------------------------------ scheduler writes
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
@@ -307,8 +318,7 @@ class Cluster:
         return stored
 
     def bind_pod(self, pod: Pod, node: str) -> None:
-        spec = pod.spec.model_copy(update={"node_name": node})
-        self.replace(pod.model_copy(update={"spec": spec}))
+        self.replace(replaced(pod, spec=replaced(pod.spec, node_name=node)))
 
 
 def _spec_changed(old: BaseModel, new: BaseModel) -> bool:

@@ -18,6 +18,7 @@ informer's cache); writes replace whole objects. Decisions and figures:
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Final, Generic, TypeVar
@@ -44,6 +45,22 @@ _DICT: Final = 4
 _SCALARS = frozenset({str, int, float, bool, Quantity})
 _EMPTY_LIST: Final = (_LIST, ())
 _EMPTY_DICT: Final = (_DICT, (), ())
+
+
+_refcount = sys.getrefcount
+
+
+def _own_refs() -> int:
+    """What ``_refcount`` says, inside ``_Codec._children``'s loop, of an item that only
+    its container references: the container, the loop variable and the call's argument
+    (measured the same way, so it holds on any interpreter version)."""
+    for x in [object()]:
+        return _refcount(x)
+    raise AssertionError("unreachable")
+
+
+#: References an unshared part of an object has while it is being encoded.
+_OWN_REFS: Final = _own_refs()
 
 
 class Compact:
@@ -94,7 +111,10 @@ class _Codec:
 
     def _children(self, items: Any, values: list[Any]) -> tuple[Any, ...]:
         """Shapes of a container's items; scalars, None and empty containers inline
-        (most fields of an API object are one of those)."""
+        (most fields of an API object are one of those). A part that something else
+        references too (another stored object made copy on write, the prototype a
+        client copied it from, a reader) is kept as it is, as one leaf: encoding it would
+        cost time and save no memory, since the other holder keeps it alive anyway."""
         out: list[Any] = []
         add = out.append
         for x in items:
@@ -105,6 +125,9 @@ class _Codec:
                 add(_LEAF)
             elif not x and type(x) is list:
                 add(_EMPTY_LIST)
+            elif _refcount(x) > _OWN_REFS:
+                values.append(x)
+                add(_LEAF)
             else:
                 add(self._shape(x, values))
         return tuple(out)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from dra_affinity.api.io import FieldError
@@ -21,28 +20,64 @@ from dra_affinity.api.io import FieldError
 _MAX_RENDERED = 80
 
 
-@dataclass(frozen=True)
 class Path:
-    """A Kubernetes field path: ``child`` adds ``.name``, ``index`` ``[i]``, ``key`` ``[k]``."""
+    """A Kubernetes field path: ``child`` adds ``.name``, ``index`` ``[i]``, ``key`` ``[k]``.
 
-    text: str = ""
+    Validation makes a path for every field it checks and renders one only for a field
+    that is wrong, so a path is a link to its parent and renders (once) when asked."""
+
+    __slots__ = ("_parent", "_seg", "_text")
+
+    def __init__(self, text: str = "") -> None:
+        self._parent: Path | None = None
+        self._seg = text
+        self._text: str | None = text
+
+    @classmethod
+    def _link(cls, parent: Path, seg: str) -> Path:
+        p = _new(cls)
+        p._parent = parent
+        p._seg = seg
+        p._text = None
+        return p
 
     def child(self, *names: str) -> Path:
-        out = self.text
+        p = self
         for name in names:
-            out = f"{out}.{name}" if out else name
-        return Path(out)
+            p = Path._link(p, name)
+        return p
 
     def index(self, i: int) -> Path:
-        return Path(f"{self.text}[{i}]")
+        return Path._link(self, f"[{i}]")
 
     def key(self, k: str) -> Path:
-        return Path(f"{self.text}[{k}]")
+        return Path._link(self, f"[{k}]")
+
+    @property
+    def text(self) -> str:
+        t = self._text
+        if t is None:
+            assert self._parent is not None
+            head = self._parent.text
+            seg = self._seg
+            t = self._text = (head + seg if seg.startswith("[") or not head
+                              else f"{head}.{seg}")
+        return t
 
     def __str__(self) -> str:
         return self.text
 
+    def __repr__(self) -> str:
+        return f"Path({self.text!r})"
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Path) and self.text == other.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+_new = object.__new__
 ROOT = Path()
 
 

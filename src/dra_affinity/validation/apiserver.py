@@ -11,7 +11,10 @@
 2. Validation (:func:`dra_affinity.validation.admission.validate_object`) of the
    object as it would be stored.
 
-The input is never mutated: the stored object is a deep copy.
+The input is never mutated. The stored object is a deep copy of it, unless the
+caller hands the object over (``copy=False``: as an API server's decoder hands over
+what it decoded, the caller keeps no reference it will mutate); then only a write
+that must change the object (a field dropped) copies it.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ DEFAULTS = Features()
 class AdmissionResult:
     """What the API server did with a write.
 
-    ``object`` is the object as stored (a deep copy, fields dropped by disabled
-    gates removed), or None when ``errors`` is non-empty and nothing was stored.
+    ``object`` is the object as stored (a deep copy unless handed over, fields dropped
+    by disabled gates removed), or None when ``errors`` is non-empty and nothing was stored.
     """
 
     object: BaseModel | None
@@ -58,10 +61,15 @@ def _drop_sharing_affinity(stored: ResourceSlice) -> None:
 
 
 def admit(
-    obj: BaseModel, old: BaseModel | None = None, *, features: Features = DEFAULTS
+    obj: BaseModel, old: BaseModel | None = None, *, features: Features = DEFAULTS,
+    copy: bool = True,
 ) -> AdmissionResult:
-    """Create (``old`` None) or update ``obj`` through the gate rules and validation."""
-    stored = obj.model_copy(deep=True)
+    """Create (``old`` None) or update ``obj`` through the gate rules and validation.
+
+    ``copy=False``: the caller hands ``obj`` over (it and its parts are never mutated
+    again, by the caller or by anyone): it is stored as it is, without the defensive
+    deep copy, which is most of the cost of admitting a small object."""
+    stored = obj.model_copy(deep=True) if copy else obj
     warnings: list[str] = []
     if isinstance(stored, ResourceSlice) and not features.apiserver_sharing_affinity:
         old_slice = old if isinstance(old, ResourceSlice) else None
@@ -70,6 +78,8 @@ def admit(
         if not _in_use(old_slice):
             entries = stored.spec.sharing_affinity
             if stored.spec.sharing_affinity is not None:
+                if stored is obj:  # handed over, but its parts may be shared: copy to change
+                    stored = stored.model_copy(deep=True)
                 _drop_sharing_affinity(stored)
             if entries:
                 warnings.append(

@@ -259,8 +259,8 @@ def run_policy(spec: WorkloadSpec, evs: Sequence[Event], scoring: str) -> Policy
     for ev in evs:
         if isinstance(ev, Arrival):
             claim, pod = pod_objects(ev.pod, ev.value)
-            cluster.apply(claim)
-            cluster.apply(pod)
+            cluster.apply(claim, owned=True)
+            cluster.apply(pod, owned=True)
             attempt = sched.schedule(f"default/{ev.pod}")
             if attempt.result is Result.SCHEDULED:
                 placed[ev.pod] = ev.value
