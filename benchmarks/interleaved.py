@@ -20,12 +20,14 @@ import gc
 import json
 import math
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from dra_affinity.bench.throughput import build_cluster
 from dra_affinity.cel import ExtractionResult
 from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
+from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import Arrival, WorkloadSpec, pod_objects, stream
 from dra_affinity.structured.claims import ClaimSpec, RequestSpec
@@ -60,10 +62,7 @@ def main() -> None:
         gen = stream(spec)
         runs.append({"affinity": affinity, "cluster": cluster, "sched": sched, "gen": gen,
                      "ev": next(gen), "used": 0, "seconds": 0.0, "attempts": 0, "running": set()})
-    gc.collect()
-    gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(thresholds[0], thresholds[1], 1_000_000)  # as the bench does
+    ExitStack().enter_context(tuned_gc())  # as the bench does, for the rest of the run
     if args.no_gc:
         gc.disable()
     target = math.ceil(0.9 * WorkloadSpec(nodes=args.nodes, devices_per_node=8).total_slots)

@@ -21,7 +21,6 @@ log) next to the live pods, so a slope names its source.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
@@ -29,6 +28,7 @@ import random
 import sys
 import time
 from bisect import bisect_left
+from contextlib import ExitStack
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from typing import Any
 from dra_affinity.bench.throughput import CountingRecorder, build_cluster, process_cpu_seconds
 from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
+from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import WorkloadSpec, pod_objects, zipf_weights
 from dra_affinity.structured.model import Result
@@ -83,10 +84,8 @@ def soak(nodes: int = 500, devices_per_node: int = 8, slots: int = 4, occupancy:
     sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(), recorder=recorder)
     sched.start()
     # The same GC tuning as the throughput bench (a long-running scheduler's).
-    gc.collect()
-    gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(thresholds[0], thresholds[1], 1_000_000)
+    gc_tuning = ExitStack()
+    gc_tuning.enter_context(tuned_gc())
     rng = random.Random(seed)
     cum = list(accumulate(zipf_weights(spec.values, spec.zipf)))
     target = math.floor(occupancy * spec.total_slots)
@@ -136,7 +135,7 @@ def soak(nodes: int = 500, devices_per_node: int = 8, slots: int = 4, occupancy:
                       end="", file=sys.stderr, flush=True)
     if progress:
         print(file=sys.stderr)
-    gc.set_threshold(*thresholds)
+    gc_tuning.close()
     steady = [p for p in samples if fill_attempts is not None and p[0] > fill_attempts]
     warm = steady[len(steady) // 5:]  # the first fifth of the steady phase settles caches
     slope = fit_slope(warm)  # MB per attempt

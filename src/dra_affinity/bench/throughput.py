@@ -27,6 +27,7 @@ from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.progress import PhaseReport
 from dra_affinity.scheduler.fastpath import FastPaths
+from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import (
@@ -106,15 +107,6 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
     cluster = build_cluster(spec, progress)
     sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(), recorder=CountingRecorder())
     sched.start()
-    # Tune the cyclic GC as a long-running Python scheduler would: the cluster built so far
-    # lives for the whole run (freeze it), and full collections over a heap of ~10^5 pods
-    # and claims are deferred (young generations still collect). Untuned, gen2 passes cost
-    # about half of the run's CPU and show up as dips in some fill deciles; the scheduler's
-    # own structures are acyclic, so reference counting frees them either way.
-    gc.collect()
-    gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(thresholds[0], thresholds[1], 1_000_000)
     build_s = time.perf_counter() - t_build
     total = spec.total_slots
     target = math.ceil(spec.fill * total)
@@ -129,51 +121,54 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
     slots_of: dict[str, int] = {}
     if pause is not None:
         pause()
-    while used < target and (spec.max_pods is None or attempts < spec.max_pods):
-        if isinstance(ev, Arrival):
-            claim, pod = pod_objects(ev.pod, ev.value)
-            cluster.apply(claim, owned=True)
-            cluster.apply(pod, owned=True)
-            key = f"default/{ev.pod}"
-            # CPU time of this process: the decision cost, robust to other load on the machine.
-            t0 = time.process_time()
-            a = sched.schedule(key)
-            dt = time.process_time() - t0
-            attempts += 1
-            sched_time += dt
-            filter_times.append(sched.last_filter_seconds)
-            d = min(9, int(10 * used / total))
-            decile_time[d] += dt
-            decile_pods[d] += 1
-            ok = a.result is Result.SCHEDULED
-            if ok:
-                placed += 1
-                used += 1
-                slots_of[ev.pod] = 1
+    # The cluster built so far lives for the whole run: the collector is tuned as a
+    # long-running scheduler process tunes it (see dra_affinity.scheduler.gctune).
+    with tuned_gc():
+        while used < target and (spec.max_pods is None or attempts < spec.max_pods):
+            if isinstance(ev, Arrival):
+                claim, pod = pod_objects(ev.pod, ev.value)
+                cluster.apply(claim, owned=True)
+                cluster.apply(pod, owned=True)
+                key = f"default/{ev.pod}"
+                # CPU time of this process: the decision cost, robust to other load on the machine.
+                t0 = time.process_time()
+                a = sched.schedule(key)
+                dt = time.process_time() - t0
+                attempts += 1
+                sched_time += dt
+                filter_times.append(sched.last_filter_seconds)
+                d = min(9, int(10 * used / total))
+                decile_time[d] += dt
+                decile_pods[d] += 1
+                ok = a.result is Result.SCHEDULED
+                if ok:
+                    placed += 1
+                    used += 1
+                    slots_of[ev.pod] = 1
+                else:
+                    unschedulable += 1
+                    cluster.delete("Pod", key)
+                    cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
+                ev = gen.send(ok)
+                if attempts % chunk == 0:
+                    if progress is not None:
+                        progress("fill", min(used, target), target)
+                    if pause is not None:
+                        pause()
             else:
-                unschedulable += 1
-                cluster.delete("Pod", key)
+                # The pod leaves and its claim with it (as the resourceclaim controller deletes a
+                # generated claim): nothing of a departed pod stays in the cluster.
+                cluster.delete("Pod", f"default/{ev.pod}")
                 cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
-            ev = gen.send(ok)
-            if attempts % chunk == 0:
-                if progress is not None:
-                    progress("fill", min(used, target), target)
-                if pause is not None:
-                    pause()
-        else:
-            # The pod leaves and its claim with it (as the resourceclaim controller deletes a
-            # generated claim): nothing of a departed pod stays in the cluster.
-            cluster.delete("Pod", f"default/{ev.pod}")
-            cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
-            used -= slots_of.pop(ev.pod, 0)
-            deletions += 1
-            ev = gen.send(None)
-        if unschedulable > 1000 and unschedulable > placed:
-            break  # the workload cannot fill further (should not happen at the default fill)
-    gc.set_threshold(*thresholds)
+                used -= slots_of.pop(ev.pod, 0)
+                deletions += 1
+                ev = gen.send(None)
+            if unschedulable > 1000 and unschedulable > placed:
+                break  # the workload cannot fill further (should not happen at the default fill)
     if progress is not None:
         progress("fill", target, target)
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    metrics = sched.metrics.values()
     cpu = process_cpu_seconds() - cpu0
     return {
         "podsPerSecond": round(attempts / sched_time, 1) if sched_time else 0.0,
@@ -196,8 +191,8 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
         # Everything this variant did (build, creating pods and claims through admission,
         # the store, scheduling), as CPU time: against schedulingSeconds, the harness's cost.
         "processCpuSeconds": round(cpu, 3),
-        "lockedDevices": sched.metrics.values()["sharing_affinity_locked_devices"],
-        "extractorEvaluations": sched.metrics.values()["sharing_affinity_extractor_evaluations_total"],
+        "lockedDevices": metrics["sharing_affinity_locked_devices"],
+        "extractorEvaluations": metrics["sharing_affinity_extractor_evaluations_total"],
     }
 
 

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -37,6 +38,7 @@ from dra_affinity.api.core import Pod
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
+from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.structured.model import Result
 
@@ -96,6 +98,7 @@ class SchedulerProcess:
         self.api = api
         self.options = options
         self.changes: queue.Queue[Change] = queue.Queue()
+        self._gc_tuning = ExitStack()
         self.view = KubeView(api, on_problem=self._object_problem,
                              tolerated_taints=options.tolerated_taints)
         self.view.pod_listeners.append(self._pod_changed)
@@ -202,6 +205,8 @@ class SchedulerProcess:
                     continue
                 with self.core_lock:
                     self.scheduler.start()
+                # The informers' caches live as long as the process (see gctune).
+                self._gc_tuning.enter_context(tuned_gc())
                 self.started.set()
                 self.leader.set(1)
                 log.info("scheduling started", extra={"fields": {
@@ -365,6 +370,7 @@ class SchedulerProcess:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        self._gc_tuning.close()
         log.info("stopped", extra={"fields": {"exitCode": self.exit_code}})
 
 

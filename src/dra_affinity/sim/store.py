@@ -90,20 +90,22 @@ class _Codec:
 
     def encode(self, obj: K8sModel) -> Compact:
         values: list[Any] = []
-        return Compact(self._shape(obj, values), tuple(values))
+        # Only the whole shape is interned: it is hashed once, in C, where interning each
+        # part would hash every part again at every level above it.
+        return Compact(self._intern(self._shape(obj, values)), tuple(values))
 
     def _shape(self, v: Any, values: list[Any]) -> Any:
         t = type(v)
         if t is list:
-            return self._intern((_LIST, self._children(v, values))) if v else _EMPTY_LIST
+            return (_LIST, self._children(v, values)) if v else _EMPTY_LIST
         if t is dict:
             if not v:
                 return _EMPTY_DICT
-            return self._intern((_DICT, tuple(v), self._children(v.values(), values)))
+            return (_DICT, tuple(v), self._children(v.values(), values))
         if isinstance(v, K8sModel):
             d = v.__dict__
-            return self._intern((_MODEL, t, tuple(d), frozenset(v.__pydantic_fields_set__),
-                                 self._children(d.values(), values)))
+            return (_MODEL, t, tuple(d), frozenset(v.__pydantic_fields_set__),
+                    self._children(d.values(), values))
         # A scalar, or anything else an API type might hold one day: kept whole, as a leaf
         # (it must be immutable: every leaf of a stored object is shared with readers).
         values.append(v)
