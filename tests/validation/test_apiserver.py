@@ -174,3 +174,16 @@ def test_field_paths_render_like_the_api_server_s() -> None:
     assert str(Path("metadata").child("name")) == "metadata.name"
     assert p == Path("spec.devices.requests[0][k]") and hash(p) == hash(Path(p.text))
     assert p != "spec.devices.requests[0][k]" and repr(ROOT.child("x")) == "Path('x')"
+
+
+def test_name_checks_remember_short_values_only() -> None:
+    from dra_affinity.validation import _errors
+
+    check = _errors.dns_label_problems
+    info = check.cache_info  # type: ignore[attr-defined]
+    assert check("nic") == () and check("Not_A_Label") == (_errors.DNS_LABEL_MSG,)
+    size = info().currsize
+    long_bad = "x" * (_errors._MEMO_MAX_LEN + 1)
+    assert check(long_bad) == (f"must be no more than {_errors.DNS_LABEL_MAX} characters",)
+    assert check(long_bad + "y") and info().currsize == size  # not remembered
+    assert info().maxsize == _errors._MEMO_SIZE

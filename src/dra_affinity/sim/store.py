@@ -30,7 +30,7 @@ T = TypeVar("T", bound=K8sModel)
 
 #: Typed objects kept per store by default: far more than one scheduling cycle touches,
 #: far fewer than a large cluster holds.
-DEFAULT_HOT = 1024
+DEFAULT_HOT = 64
 
 #: Shapes kept for sharing; past this many distinct shapes (only adversarial input has
 #: that many: shapes hold no names or values) the table starts afresh, so it is bounded.

@@ -7,10 +7,11 @@ enough that an error printed here reads like the one the API server returns:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from dra_affinity.api.io import FieldError
 
@@ -168,40 +169,68 @@ LABEL_NAME_MSG = (
 )
 
 
+#: Values at most this long have their problems remembered (names repeat across objects:
+#: a class, a driver, a request name in every claim); longer ones are checked each time,
+#: so the memo's size is bounded whatever an object holds.
+_MEMO_MAX_LEN = 256
+_MEMO_SIZE = 4096
+
+_P = TypeVar("_P", bound=Callable[[str], tuple[str, ...]])
+
+
+def _memo(fn: _P) -> _P:
+    """Remember a pure string check's problems for short values (see ``_MEMO_MAX_LEN``)."""
+    cached = functools.lru_cache(maxsize=_MEMO_SIZE)(fn)
+
+    @functools.wraps(fn)
+    def check(value: str) -> tuple[str, ...]:
+        return cached(value) if len(value) <= _MEMO_MAX_LEN else fn(value)
+
+    check.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    return check  # type: ignore[return-value]
+
+
 def nbytes(s: str) -> int:
     """Length as Go's ``len``: UTF-8 bytes (lone surrogates counted, not rejected)."""
     return len(s.encode("utf-8", "surrogatepass"))
 
 
-def dns_label_problems(value: str) -> list[str]:
-    """Problems with ``value`` as an RFC 1123 label (empty list: valid)."""
+@_memo
+def dns_label_problems(value: str) -> tuple[str, ...]:
+    """Problems with ``value`` as an RFC 1123 label (none: valid)."""
     out: list[str] = []
     if nbytes(value) > DNS_LABEL_MAX:
         out.append(f"must be no more than {DNS_LABEL_MAX} characters")
     if not _DNS_LABEL_RE.fullmatch(value):
         out.append(DNS_LABEL_MSG)
-    return out
+    return tuple(out)
 
 
-def dns_subdomain_problems(value: str) -> list[str]:
-    """Problems with ``value`` as an RFC 1123 subdomain (empty list: valid)."""
+
+@_memo
+def dns_subdomain_problems(value: str) -> tuple[str, ...]:
+    """Problems with ``value`` as an RFC 1123 subdomain (none: valid)."""
     out: list[str] = []
     if nbytes(value) > DNS_SUBDOMAIN_MAX:
         out.append(f"must be no more than {DNS_SUBDOMAIN_MAX} characters")
     if not _DNS_SUBDOMAIN_RE.fullmatch(value):
         out.append(DNS_SUBDOMAIN_MSG)
-    return out
+    return tuple(out)
 
 
-def c_identifier_problems(value: str) -> list[str]:
-    return [] if _C_IDENTIFIER_RE.fullmatch(value) else [C_IDENTIFIER_MSG]
+
+@_memo
+def c_identifier_problems(value: str) -> tuple[str, ...]:
+    return () if _C_IDENTIFIER_RE.fullmatch(value) else (C_IDENTIFIER_MSG,)
 
 
 def is_semver(value: str) -> bool:
     return _SEMVER_RE.fullmatch(value) is not None
 
 
-def qualified_label_key_problems(value: str) -> list[str]:
+
+@_memo
+def qualified_label_key_problems(value: str) -> tuple[str, ...]:
     """Problems with a label key / taint key: ``[prefix/]name`` (``IsQualifiedName``)."""
     parts = value.split("/")
     if len(parts) == 1:
@@ -209,13 +238,13 @@ def qualified_label_key_problems(value: str) -> list[str]:
     elif len(parts) == 2:
         prefix, name = parts
         if not prefix:
-            return ["prefix part must be non-empty"]
+            return ("prefix part must be non-empty",)
     else:
-        return [
+        return (
             "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "
             "start and end with an alphanumeric character, with an optional DNS subdomain prefix "
-            "and '/' (e.g. 'example.com/MyName')"
-        ]
+            "and '/' (e.g. 'example.com/MyName')",
+        )
     out: list[str] = []
     if prefix:
         out += [f"prefix part {p}" for p in dns_subdomain_problems(prefix)]
@@ -226,10 +255,12 @@ def qualified_label_key_problems(value: str) -> list[str]:
             out.append(f"name part must be no more than {DNS_LABEL_MAX} characters")
         if not _LABEL_NAME_RE.fullmatch(name):
             out.append(LABEL_NAME_MSG)
-    return out
+    return tuple(out)
 
 
-def label_value_problems(value: str) -> list[str]:
+
+@_memo
+def label_value_problems(value: str) -> tuple[str, ...]:
     out: list[str] = []
     if nbytes(value) > LABEL_VALUE_MAX:
         out.append(f"must be no more than {LABEL_VALUE_MAX} characters")
@@ -238,4 +269,4 @@ def label_value_problems(value: str) -> list[str]:
             "a valid label must be an empty string or consist of alphanumeric characters, '-', "
             "'_' or '.', and must start and end with an alphanumeric character"
         )
-    return out
+    return tuple(out)
