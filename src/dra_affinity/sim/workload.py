@@ -61,26 +61,59 @@ def device_class() -> DeviceClass:
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
 
 
-def slices(spec: WorkloadSpec, i: int) -> list[ResourceSlice]:
+def slice_manifests(spec: WorkloadSpec, i: int) -> list[dict[str, Any]]:
+    """Node ``i``'s slices as manifests: the metadata slice (with ``spec.affinity``) and
+    the device slice of ``devices_per_node`` NICs with ``slots`` slots each."""
     node = node_name(i)
     count = 2 if spec.affinity else 1
-    out = []
+    out: list[dict[str, Any]] = []
     if spec.affinity:
-        out.append(ResourceSlice.model_validate({
+        out.append({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
             "metadata": {"name": f"{node}-meta"},
             "spec": {"driver": DRIVER, "nodeName": node,
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
-                     "sharingAffinity": [{"name": n, "expression": e} for n, e in EXTRACTORS]}}))
-    out.append(ResourceSlice.model_validate({
+                     "sharingAffinity": [{"name": n, "expression": e} for n, e in EXTRACTORS]}})
+    out.append({
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{node}-nics"},
         "spec": {"driver": DRIVER, "nodeName": node,
                  "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
                  "devices": [{"name": f"nic{d}", "allowMultipleAllocations": True,
                               "capacity": {SLOTS: {"value": str(spec.slots)}}}
-                             for d in range(spec.devices_per_node)]}}))
+                             for d in range(spec.devices_per_node)]}})
     return out
+
+
+#: Validated slices of a node named ``_``, by (affinity, devices per node, slots).
+_SLICE_PROTOTYPES: dict[tuple[bool, int, int], list[ResourceSlice]] = {}
+
+
+def slices(spec: WorkloadSpec, i: int) -> list[ResourceSlice]:
+    """Node ``i``'s slices, equal to validating :func:`slice_manifests` (the tests
+    check), made by renaming copies of validated prototypes as :func:`pod_objects` does."""
+    shape = (spec.affinity, spec.devices_per_node, spec.slots)
+    protos = _SLICE_PROTOTYPES.get(shape)
+    if protos is None:
+        protos = _SLICE_PROTOTYPES[shape] = [
+            ResourceSlice.model_validate(m) for m in slice_manifests(spec, _PROTO_NODE)]
+    node = node_name(i)
+    proto_node = node_name(_PROTO_NODE)
+    out = []
+    for p in protos:
+        s = p.__copy__()
+        s.__dict__["metadata"] = meta = p.metadata.__copy__()
+        meta.__dict__["name"] = p.metadata.name.replace(proto_node, node, 1)
+        s.__dict__["spec"] = sp = p.spec.__copy__()
+        sp.__dict__["node_name"] = node
+        sp.__dict__["pool"] = pool = p.spec.pool.__copy__()
+        pool.__dict__["name"] = node
+        out.append(s)
+    return out
+
+
+#: The node number prototypes are validated for (any valid one; its name is replaced).
+_PROTO_NODE = 0
 
 
 def zipf_weights(n: int, s: float) -> list[float]:
