@@ -148,13 +148,12 @@ class Cluster:
         return labels
 
     # ------------------------------------------------------------------ writes
-    def _stamp(self, obj: T, old: TypedObject | None) -> T:
-        """``obj`` with the metadata the API server sets (namespace default, uid,
-        resourceVersion, generation): shallow copies, as ``model_copy(update=...)``
-        makes, so nothing shared with ``obj`` changes."""
+    def _stamp(self, obj: T, old: TypedObject | None, key: str) -> T:
+        """``obj`` (stored under ``key``) with the metadata the API server sets (namespace
+        default, uid, resourceVersion, generation): shallow copies, as
+        ``model_copy(update=...)`` makes, so nothing shared with ``obj`` changes."""
         self._resource_version += 1
         m = obj.metadata
-        key = object_key(obj)
         gen = (old.metadata.generation or 1) if old is not None else 1
         if old is not None and _spec_changed(old, obj):
             gen += 1
@@ -202,10 +201,10 @@ class Cluster:
             return WriteResult(False, None, list(res.errors), list(res.warnings))
         admitted = res.object
         assert isinstance(admitted, TypedObject)
-        stored = self._stamp(admitted, old)
+        stored = self._stamp(admitted, old, key)
         # Status is written by controllers and the scheduler, not by apply, except
         # for objects given already allocated (the file's initial state).
-        self._store(stored, old)
+        self._store(stored, old, key)
         out = WriteResult(True, stored, [], list(res.warnings))
         if isinstance(stored, Pod) and old is None:
             out.created.extend(self._create_template_claims(stored, out))

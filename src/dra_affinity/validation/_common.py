@@ -242,6 +242,11 @@ def _selector_expressions(selectors: Iterable[DeviceSelector]) -> set[str]:
 
 
 # ============================================================== opaque config
+#: Compact JSON as the API server measures it; one encoder for every call (``json.dumps``
+#: with options builds a new one each time).
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _parameters(parameters: Any, path: Path) -> Errors:
     """Opaque parameters: a JSON object whose compact JSON encoding is at most 10 Ki."""
     if parameters is None:
@@ -249,7 +254,7 @@ def _parameters(parameters: Any, path: Path) -> Errors:
     if not isinstance(parameters, Mapping):
         return [invalid(path, _VALUE_OMITTED, "must be a JSON object")]
     try:
-        encoded = json.dumps(parameters, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        encoded = _COMPACT_JSON.encode(parameters)
     except (TypeError, ValueError, RecursionError) as e:
         return [invalid(path, _VALUE_OMITTED, f"must be a JSON object: {e}")]
     if nbytes(encoded) > OPAQUE_PARAMETERS_MAX_LENGTH:
