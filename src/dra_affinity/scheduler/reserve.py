@@ -27,6 +27,8 @@ from dra_affinity.api.resource import (
 from dra_affinity.structured import reasons as R
 from dra_affinity.structured.affinity import (
     CLEAN,
+    S_CLEAN,
+    S_LOCKED,
     AffinityKeys,
     AffinityStatus,
     Lock,
@@ -99,8 +101,8 @@ def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | 
             # The common cases inline: still clean (and not picked by an earlier share
             # of this pod), or still locked to these very keys.
             status = st.status
-            if (status is AffinityStatus.CLEAN and d.id not in pending) or \
-                    (status is AffinityStatus.LOCKED and st.locked_affinity is s.keys):
+            if (status is S_CLEAN and d.id not in pending) or \
+                    (status is S_LOCKED and st.locked_affinity is s.keys):
                 pending.setdefault(d.id, s.keys)
                 continue
             verdict = check_lock(st, s.keys, pending.get(d.id) if pending else None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from dra_affinity.features import name_of
 from dra_affinity.structured import reasons as R
@@ -30,6 +31,12 @@ class AffinityStatus(enum.IntEnum):
     @property
     def label(self) -> str:
         return ("Clean", "Locked", "Unreconstructable")[self.value]
+
+
+#: The statuses as plain module names, for the per-device checks of every cycle (one
+#: global load where ``AffinityStatus.CLEAN`` is two lookups).
+S_CLEAN: Final = AffinityStatus.CLEAN
+S_LOCKED: Final = AffinityStatus.LOCKED
 
 
 @dataclass(frozen=True)
@@ -63,26 +70,15 @@ def check_lock(state: AffinityState, keys: AffinityKeys, pending: AffinityKeys |
     Keys are compared by identity first: extraction results and locks share one tuple
     per distinct key set, so equal keys are usually the same object."""
     status = state.status
-    if status is AffinityStatus.CLEAN:
+    if status is S_CLEAN:
         if pending is None:
             return Lock.CLEAN
         lock: AffinityKeys | None = pending
-    elif status is AffinityStatus.LOCKED:
+    elif status is S_LOCKED:
         lock = state.locked_affinity
     else:
         return Lock.UNKNOWN
     return Lock.MATCH if lock is keys or lock == keys else Lock.MISMATCH
-
-
-def lock_category(state: AffinityState) -> AffinityKeys | None:
-    """What a gated device with room can take: ``()`` any keys (clean), the lock's keys,
-    or None (nothing: Unreconstructable). For indexes keyed by lock value."""
-    status = state.status
-    if status is AffinityStatus.CLEAN:
-        return ()
-    if status is AffinityStatus.LOCKED:
-        return state.locked_affinity
-    return None
 
 
 PoolGate = tuple[str, Callable[[], str]]

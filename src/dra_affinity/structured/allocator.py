@@ -25,6 +25,8 @@ from dra_affinity.cel import ExtractionResult, OutcomeKind
 from dra_affinity.structured import reasons as R
 from dra_affinity.structured.affinity import (
     CLEAN,
+    S_CLEAN,
+    S_LOCKED,
     AffinityKeys,
     AffinityStatus,
     Lock,
@@ -131,11 +133,11 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
             return None
         keys = res.keys
         # check_lock's two common outcomes inline: clean, or locked to these very keys.
-        if status is AffinityStatus.LOCKED:
+        if status is S_LOCKED:
             if st.locked_affinity is not keys and check_lock(st, keys) is not Lock.MATCH:
                 return None
             reused = True
-        elif status is not AffinityStatus.CLEAN:
+        elif status is not S_CLEAN:
             return None  # Unreconstructable: the allocator says so
     n = len(usage.shares) if usage is not None else 0
     share = PlannedShare(claim.key, alt.name, d, share_id_for(claim.uid, alt.name, did, n),

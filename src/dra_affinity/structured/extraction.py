@@ -133,15 +133,19 @@ class ExtractionMemo:
         # from one template extract the same keys. When its key is cheap whatever the
         # claim holds, it goes first (the common case: a new claim, a known content).
         shared = self.shared
-        ckey: Hashable = None
-        shared_tried = False
         if shared is not None:
             cheap = shared.cheap_lookup(pool, claim, request, device_class)
             if cheap is not None:
-                ckey, hit = cheap
+                hit = cheap[1]
                 if hit is not None:
                     return hit
-                shared_tried = True
+                return self._evaluate(claim, request, device_class, pool, cheap[0], True)
+        return self._evaluate(claim, request, device_class, pool, None, False)
+
+    def _evaluate(self, claim: ResourceClaim, request: str, device_class: DeviceClass | None,
+                  pool: PoolInfo, ckey: Hashable, shared_tried: bool) -> ExtractionResult:
+        """:meth:`evaluate` past the cheap content lookup (``ckey``: its key, if tried)."""
+        shared = self.shared
         # This claim's outcome from an earlier attempt: by identity, before anything that
         # walks the claim's data (a retry of a hostile claim costs a lookup).
         remembered = self.remembered

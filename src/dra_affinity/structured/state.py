@@ -17,6 +17,8 @@ from fractions import Fraction
 from dra_affinity.api.quantity import Quantity
 from dra_affinity.structured.affinity import (
     CLEAN,
+    S_CLEAN,
+    S_LOCKED,
     AffinityKeys,
     AffinityState,
     AffinityStatus,
@@ -168,7 +170,9 @@ class AllocatedState:
         u.exclusive = u.exclusive or exclusive
         for name, amount in share.consumed:
             u.consumed[name] = u.consumed.get(name, 0) + amount.num
-        if share.gated:
+        if share.gated and not (lock_before is not None and lock_before.locked_affinity is share.keys
+                                and lock_before.status is S_LOCKED):
+            # (joining the lock these very keys hold, the most common case, changes nothing)
             self._fold(device, share)
         self._bump(device, lock_before, released=False)
 
@@ -179,9 +183,9 @@ class AllocatedState:
         if keys is not None:
             # The two common cases first: joining the lock these very keys hold (keys
             # are shared tuples), and locking a clean device.
-            if status is AffinityStatus.LOCKED and st.locked_affinity is keys:
+            if status is S_LOCKED and st.locked_affinity is keys:
                 return
-            if status is AffinityStatus.CLEAN:
+            if status is S_CLEAN:
                 self.affinity_states[device] = self._locked_state(keys)
                 return
         if status is AffinityStatus.UNRECONSTRUCTABLE:

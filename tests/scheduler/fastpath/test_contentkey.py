@@ -209,3 +209,48 @@ def test_equal_keys_mean_equal_extractions(expressions: list[str], a: Any, b: An
     assert (ra.kind, ra.keys, ra.message) == (rb.kind, rb.keys, rb.message)
     if ra.kind is OutcomeKind.OK:
         assert ra.cost == rb.cost
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_EXPRESSIONS), min_size=1, max_size=2, unique=True),
+       st.lists(st.one_of(_params, _leaf), min_size=0, max_size=3),
+       st.sampled_from([None, [], ["nic"], ["other"], ["nic", "other"]]),
+       st.booleans())
+def test_the_cheap_lookup_keys_as_content_key_does(expressions: list[str], params: list[Any],
+                                                   requests: list[str] | None,
+                                                   class_config: bool) -> None:
+    """The cheap lookup writes the common case out; its key must be content_key's."""
+    from dra_affinity.scheduler.fastpath.contentkey import ContentCache
+
+    pool = PoolInfo(DRIVER, "pool", 1, True,
+                    tuple(Extractor(f"k{i}", e) for i, e in enumerate(expressions)), ("meta",))
+    claim = claim_with(*params, requests=requests)
+    dc = DeviceClass.model_validate({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "cls"},
+        "spec": {"config": [{"opaque": {"driver": DRIVER, "parameters": {"x": "from-class"}}}]
+                 if class_config else []}})
+    for device_class in (None, dc):
+        cache = ContentCache()
+        got = cache.cheap_lookup(pool, claim, "nic", device_class)
+        want = content_key(pool, claim, "nic", device_class)
+        if got is None:
+            assert object_fields([e.expression for e in pool.extractors]) is None
+            continue
+        assert got == (want, None)
+        if want is not None:
+            cache.put(want, extract(pool.extractors, [ConfigObject("cfg", {})]))
+            hit = cache.cheap_lookup(pool, claim, "nic", device_class)
+            assert hit is not None and hit[0] == want
+
+
+@pytest.mark.parametrize("params", [
+    {"x": "a", "y": "b"}, {"x": 1, "y": "b"}, {"x": "a"}, {"x": "a", "y": None}, ["x"],
+])
+@pytest.mark.parametrize("pool", [PROJECTED, TWO], ids=["one field", "two fields"])
+def test_the_cheap_lookup_keys_typed_and_absent_fields_as_content_key_does(
+        params: Any, pool: PoolInfo) -> None:
+    from dra_affinity.scheduler.fastpath.contentkey import ContentCache
+
+    claim = claim_with(params, {"x": "second"})
+    got = ContentCache().cheap_lookup(pool, claim, "nic", None)
+    assert got is not None and got[0] == content_key(pool, claim, "nic", None)

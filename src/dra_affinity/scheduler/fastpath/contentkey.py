@@ -45,10 +45,40 @@ class ContentCache:
         proj = _PROJECTIONS.get(token)
         if proj is None:
             proj = _projection(token, pool)
-        if proj.fields is None:
-            return None
+        fields, get, many = proj
+        if get is None:
+            if fields is None:
+                return None
+        elif device_class is None or not device_class.spec.config:
+            # The common case written out (every cycle runs it): no class config, and
+            # the claim's configs in scope hold every field read, each a string. The key
+            # is what _content_key gives for it; anything else takes that general way.
+            driver = pool.driver
+            parts: list[object] = [token]
+            for ccfg in claim.spec.devices.config:
+                op = ccfg.opaque
+                if op is None or op.driver != driver:
+                    continue
+                reqs = ccfg.requests
+                if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
+                    continue
+                params = op.parameters
+                if type(params) is not dict:
+                    break
+                try:
+                    img = get(params)
+                    if many:
+                        "".join(img)
+                    elif type(img) is not str:
+                        break
+                except (KeyError, TypeError):
+                    break
+                parts.append(img)
+            else:
+                fast = tuple(parts)
+                return fast, self.get(fast)
         key = _content_key(pool.driver, token, proj, claim, request, device_class)
-        return key, (self.results.get(key) if key is not None else None)
+        return key, (self.get(key) if key is not None else None)
 
     def put(self, key: Hashable, result: ExtractionResult) -> None:
         if result.kind is not OutcomeKind.OK:
@@ -109,6 +139,7 @@ class _Projection(NamedTuple):
 
     fields: tuple[str, ...] | None
     get: Callable[[dict[str, Any]], Any] | None
+    many: bool  # more than one field: ``get`` gives a tuple
 
 
 # By extraction token, worked out once per extractor set.
@@ -127,7 +158,7 @@ _ABSENT = ("absent",)
 def _projection(token: str, pool: PoolInfo) -> _Projection:
     """Work out (once per extractor set) and remember which fields the set reads."""
     fields = object_fields([e.expression for e in pool.extractors])
-    proj = _Projection(fields, itemgetter(*fields) if fields else None)
+    proj = _Projection(fields, itemgetter(*fields) if fields else None, len(fields or ()) > 1)
     if len(_PROJECTIONS) >= SHARED_MAX:
         _PROJECTIONS.clear()
     _PROJECTIONS[token] = proj
@@ -136,7 +167,7 @@ def _projection(token: str, pool: PoolInfo) -> _Projection:
 
 def _image(params: Any, proj: _Projection) -> Any:
     """What of ``params`` an extraction under this projection can depend on."""
-    fields, get = proj
+    fields, get, _ = proj
     if fields is None:
         return _freeze(params)
     if type(params) is not dict:

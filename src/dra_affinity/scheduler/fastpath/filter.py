@@ -160,8 +160,7 @@ class IndexedFilter:
                 if res.kind is not OutcomeKind.OK:
                     keys = None  # let the allocator meet the outcome where a full scan would
                     break
-                assert keys is not None
-                keys.append(res.keys)
+                keys.append(res.keys)  # type: ignore[union-attr]
         cyc.free_allowed = allowed = index.allowed(keys)
         return index.candidates_in(allowed)
 

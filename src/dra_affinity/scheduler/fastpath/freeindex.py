@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from dra_affinity.structured.affinity import CLEAN as CLEAN_STATE
-from dra_affinity.structured.affinity import gated, lock_category, pool_gate
+from dra_affinity.structured.affinity import S_CLEAN, S_LOCKED, pool_gate
 from dra_affinity.structured.model import DeviceInfo
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
@@ -73,12 +73,17 @@ class FreeIndex:
         caps = d.capacity
         if caps and all(used.get(n, 0) >= c.value.num for n, c in caps.items()):
             return None  # full: no positive request fits
-        if gated(d, self.affinity_enabled):
-            lock = lock_category(st.affinity_states.get(d.id, CLEAN_STATE))
-            if lock is None:
-                return None
-            if lock:
-                return lock
+        if d.gated and self.affinity_enabled:  # gated(), written out
+            # Clean: any keys; Locked: its keys; Unreconstructable: nothing.
+            lst = st.affinity_states.get(d.id, CLEAN_STATE)
+            status = lst.status
+            if status is S_LOCKED:
+                lock = lst.locked_affinity
+                if lock:
+                    return lock
+                return None if lock is None else CLEAN
+            if status is not S_CLEAN:
+                return None  # Unreconstructable: takes nothing
         return CLEAN
 
     def _id(self, cat: Any) -> int:
