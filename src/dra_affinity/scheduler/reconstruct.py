@@ -83,8 +83,8 @@ class Reconstructor:
         claim = new if isinstance(new, ResourceClaim) else None
         want = result_tuples(claim)
         have = self.cache.recorded.get(key, [])
-        if sorted(want, key=str) == sorted(have, key=str):
-            return
+        if want == have or sorted(want, key=str) == sorted(have, key=str):
+            return  # (the first test is the common case: this scheduler's own write)
         self.forget_claim(key)
         if claim is not None and claim.status.allocation is not None:
             self.record_claim(claim, self.cache.snapshot())
