@@ -96,16 +96,18 @@ def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | 
             ex = extra.setdefault(d.id, {})
             for n, q in s.consumed:
                 ex[n] = ex.get(n, 0) + q.num
-        if s.keys is not None:
-            st = affinity_states.get(d.id, CLEAN)
+        keys = s.keys
+        if keys is not None:
+            did = d.id
+            st = affinity_states.get(did, CLEAN)
             # The common cases inline: still clean (and not picked by an earlier share
             # of this pod), or still locked to these very keys.
             status = st.status
-            if (status is S_CLEAN and d.id not in pending) or \
-                    (status is S_LOCKED and st.locked_affinity is s.keys):
-                pending.setdefault(d.id, s.keys)
+            if (status is S_CLEAN and did not in pending) or \
+                    (status is S_LOCKED and st.locked_affinity is keys):
+                pending.setdefault(did, keys)
                 continue
-            verdict = check_lock(st, s.keys, pending.get(d.id) if pending else None)
+            verdict = check_lock(st, keys, pending.get(did) if pending else None)
             if verdict is Lock.UNKNOWN:
                 return Reason(R.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
                               node, d.id)
@@ -113,8 +115,8 @@ def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | 
                 lock = st.locked_affinity if st.status is AffinityStatus.LOCKED else pending[d.id]
                 return Reason(R.RESERVE_CONFLICT,
                               f"device {d.id} was locked to {dict(lock or ())} since Filter; "
-                              f"claim {s.claim} request {s.request} needs {dict(s.keys)}", node, d.id)
-            pending.setdefault(d.id, s.keys)
+                              f"claim {s.claim} request {s.request} needs {dict(keys)}", node, d.id)
+            pending.setdefault(did, keys)
     for s in shares:
         state.add(s.device.id, Share(s.claim, s.request, s.share_id, s.consumed, s.keys,
                                      tentative=True, gated=s.keys is not None, preferred=s.preferred),

@@ -62,11 +62,10 @@ class ContentCache:
                 reqs = ccfg.requests
                 if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
                     continue
-                params = op.parameters
-                if type(params) is not dict:
-                    break
                 try:
-                    img = get(params)
+                    # (parameters that are not a JSON object raise TypeError here: a list,
+                    # a string, a number or null has no named fields)
+                    img = get(op.parameters)
                     if many:
                         "".join(img)
                     elif type(img) is not str:

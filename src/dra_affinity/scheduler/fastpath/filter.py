@@ -12,7 +12,7 @@ fits, the caller runs the full scan for every node's reasons.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 from dra_affinity.cel import OutcomeKind
 from dra_affinity.structured import reasons as R
@@ -26,6 +26,8 @@ from ..filter import AFFINITY, filter_node, rank_devices
 from . import FastPaths
 from .freeindex import FreeIndex
 from .nodeindex import NodeIndex, Verdicts
+
+_OK: Final = OutcomeKind.OK  # read every cycle: one global load
 
 
 class IndexedFilter:
@@ -157,7 +159,7 @@ class IndexedFilter:
         if self.cache.features.sharing_affinity:
             for pool in snap.extractor_pools():
                 res = cyc.memo(claim, alt, pool)
-                if res.kind is not OutcomeKind.OK:
+                if res.kind is not _OK:
                     keys = None  # let the allocator meet the outcome where a full scan would
                     break
                 keys.append(res.keys)  # type: ignore[union-attr]
