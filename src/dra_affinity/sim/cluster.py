@@ -167,8 +167,8 @@ class Cluster:
             updates["namespace"] = "default"
         return replaced(obj, metadata=replaced(m, **updates))
 
-    def _store(self, obj: TypedObject, old: TypedObject | None, key: str | None = None) -> None:
-        self._objects[obj.kind].put(key or object_key(obj), obj)
+    def _store(self, obj: TypedObject, old: TypedObject | None, key: str) -> None:
+        self._objects[obj.kind].put(key, obj)
         self.generation += 1
         self._note_nodes(obj)
         for li in self.listeners:
@@ -295,9 +295,9 @@ class Cluster:
             if owned and prc.resource_claim_template_name:
                 self.delete("ResourceClaim", key)
                 continue
-            status = (replaced(claim.status, reserved_for=reserved) if reserved
-                      else replaced(claim.status, reserved_for=reserved, allocation=None))
-            self.replace(replaced(claim, status=status))
+            drained: dict[str, Any] = {} if reserved else {"allocation": None}
+            self.replace(replaced(claim, status=replaced(claim.status, reserved_for=reserved,
+                                                         **drained)))
 
     # ------------------------------------------------------------------ scheduler writes
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:

@@ -170,24 +170,21 @@ class AllocatedState:
         u.exclusive = u.exclusive or exclusive
         for name, amount in share.consumed:
             u.consumed[name] = u.consumed.get(name, 0) + amount.num
-        if share.gated and not (lock_before is not None and lock_before.locked_affinity is share.keys
-                                and lock_before.status is S_LOCKED):
-            # (joining the lock these very keys hold, the most common case, changes nothing)
-            self._fold(device, share)
+        if share.gated:
+            st = lock_before if lock_before is not None else CLEAN
+            keys = share.keys
+            # The two common cases here: joining the lock these very keys hold (keys are
+            # shared tuples) changes nothing, and a clean device takes their lock.
+            if keys is not None and st.status is S_CLEAN:
+                self.affinity_states[device] = self._locked_state(keys)
+            elif keys is None or st.status is not S_LOCKED or st.locked_affinity is not keys:
+                self._fold(device, share, st)
         self._bump(device, lock_before, released=False)
 
-    def _fold(self, device: DeviceID, share: Share) -> None:
-        st = self.affinity_states.get(device, CLEAN)
+    def _fold(self, device: DeviceID, share: Share, st: AffinityState) -> None:
+        """Fold a gated share's keys into the device's state ``st``: the cases
+        :meth:`add` does not settle itself."""
         status = st.status
-        keys = share.keys
-        if keys is not None:
-            # The two common cases first: joining the lock these very keys hold (keys
-            # are shared tuples), and locking a clean device.
-            if status is S_LOCKED and st.locked_affinity is keys:
-                return
-            if status is S_CLEAN:
-                self.affinity_states[device] = self._locked_state(keys)
-                return
         if status is AffinityStatus.UNRECONSTRUCTABLE:
             return
         if share.keys is None:

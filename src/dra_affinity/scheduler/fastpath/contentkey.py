@@ -45,37 +45,8 @@ class ContentCache:
         proj = _PROJECTIONS.get(token)
         if proj is None:
             proj = _projection(token, pool)
-        fields, get, many = proj
-        if get is None:
-            if fields is None:
-                return None
-        elif device_class is None or not device_class.spec.config:
-            # The common case written out (every cycle runs it): no class config, and
-            # the claim's configs in scope hold every field read, each a string. The key
-            # is what _content_key gives for it; anything else takes that general way.
-            driver = pool.driver
-            parts: list[object] = [token]
-            for ccfg in claim.spec.devices.config:
-                op = ccfg.opaque
-                if op is None or op.driver != driver:
-                    continue
-                reqs = ccfg.requests
-                if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
-                    continue
-                try:
-                    # (parameters that are not a JSON object raise TypeError here: a list,
-                    # a string, a number or null has no named fields)
-                    img = get(op.parameters)
-                    if many:
-                        "".join(img)
-                    elif type(img) is not str:
-                        break
-                except (KeyError, TypeError):
-                    break
-                parts.append(img)
-            else:
-                fast = tuple(parts)
-                return fast, self.get(fast)
+        if proj.fields is None:
+            return None
         key = _content_key(pool.driver, token, proj, claim, request, device_class)
         return key, (self.get(key) if key is not None else None)
 
@@ -113,6 +84,7 @@ def _content_key(driver: str, token: str, proj: _Projection, claim: ResourceClai
                  request: str, device_class: DeviceClass | None) -> tuple[object, ...] | None:
     """:func:`content_key` once the projection is known."""
     parts: list[object] = [token]
+    _, get, many = proj
     try:
         if device_class is not None:
             for cfg in device_class.spec.config:
@@ -126,7 +98,23 @@ def _content_key(driver: str, token: str, proj: _Projection, claim: ResourceClai
             reqs = ccfg.requests
             if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
                 continue
-            parts.append(_image(op.parameters, proj))
+            params = op.parameters
+            if get is not None:
+                # _image's common case written out (every cycle runs it): every field
+                # read is there and a string. (Parameters that are not a JSON object
+                # raise TypeError here: a list, a string, a number or null has no fields.)
+                try:
+                    img = get(params)
+                    if many:
+                        "".join(img)
+                        parts.append(img)
+                        continue
+                    if type(img) is str:
+                        parts.append(img)
+                        continue
+                except (KeyError, TypeError):
+                    pass
+            parts.append(_image(params, proj))
     except (TypeError, RecursionError):
         return None
     return tuple(parts)
