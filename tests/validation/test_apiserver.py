@@ -166,7 +166,7 @@ def test_an_invalid_handed_over_object_is_refused_and_left_alone() -> None:
 
 
 def test_field_paths_render_like_the_api_server_s() -> None:
-    from dra_affinity.validation._errors import ROOT, Path
+    from dra_affinity.validation._errors import ROOT, Path, at
 
     p = ROOT.child("spec", "devices").child("requests").index(0).key("k")
     assert str(p) == "spec.devices.requests[0][k]" and p.text == str(p)
@@ -174,6 +174,10 @@ def test_field_paths_render_like_the_api_server_s() -> None:
     assert str(Path("metadata").child("name")) == "metadata.name"
     assert p == Path("spec.devices.requests[0][k]") and hash(p) == hash(Path(p.text))
     assert p != "spec.devices.requests[0][k]" and repr(ROOT.child("x")) == "Path('x')"
+    # ``at`` is ``child`` for one name, made in C: the same path, of the same type.
+    q = at((at((ROOT, "spec")), "devices"))
+    assert type(q) is Path and q == ROOT.child("spec", "devices") and str(q) == "spec.devices"
+    assert str(at((q.index(1), "name"))) == "spec.devices[1].name"
 
 
 def test_name_checks_remember_short_values_only() -> None:

@@ -103,10 +103,22 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
     built and ``("fill", slots used, target)`` every ``chunk`` attempts, also untimed."""
     gc.collect()
     cpu0 = process_cpu_seconds()
+    # The collector is tuned as a long-running scheduler process tunes it (see
+    # dra_affinity.scheduler.gctune) from the start: with the default thresholds,
+    # building the cluster and the scheduler's cache would walk the growing heap again
+    # and again (about a third of the start-up's CPU at 5,000 nodes).
+    with tuned_gc():
+        return _fill(spec, cpu0, pause, chunk, progress)
+
+
+def _fill(spec: WorkloadSpec, cpu0: float, pause: Callable[[], None] | None, chunk: int,
+          progress: PhaseReport | None) -> dict[str, Any]:
     t_build = time.perf_counter()
     cluster = build_cluster(spec, progress)
     sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(), recorder=CountingRecorder())
     sched.start()
+    # What start-up built lives for the whole run: out of the collector's walks.
+    gc.freeze()
     build_s = time.perf_counter() - t_build
     total = spec.total_slots
     target = math.ceil(spec.fill * total)
@@ -121,50 +133,47 @@ def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
     slots_of: dict[str, int] = {}
     if pause is not None:
         pause()
-    # The cluster built so far lives for the whole run: the collector is tuned as a
-    # long-running scheduler process tunes it (see dra_affinity.scheduler.gctune).
-    with tuned_gc():
-        while used < target and (spec.max_pods is None or attempts < spec.max_pods):
-            if isinstance(ev, Arrival):
-                claim, pod = pod_objects(ev.pod, ev.value)
-                cluster.apply(claim, owned=True)
-                cluster.apply(pod, owned=True)
-                key = f"default/{ev.pod}"
-                # CPU time of this process: the decision cost, robust to other load on the machine.
-                t0 = time.process_time()
-                a = sched.schedule(key)
-                dt = time.process_time() - t0
-                attempts += 1
-                sched_time += dt
-                filter_times.append(sched.last_filter_seconds)
-                d = min(9, int(10 * used / total))
-                decile_time[d] += dt
-                decile_pods[d] += 1
-                ok = a.result is Result.SCHEDULED
-                if ok:
-                    placed += 1
-                    used += 1
-                    slots_of[ev.pod] = 1
-                else:
-                    unschedulable += 1
-                    cluster.delete("Pod", key)
-                    cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
-                ev = gen.send(ok)
-                if attempts % chunk == 0:
-                    if progress is not None:
-                        progress("fill", min(used, target), target)
-                    if pause is not None:
-                        pause()
+    while used < target and (spec.max_pods is None or attempts < spec.max_pods):
+        if isinstance(ev, Arrival):
+            claim, pod = pod_objects(ev.pod, ev.value)
+            cluster.apply(claim, owned=True)
+            cluster.apply(pod, owned=True)
+            key = f"default/{ev.pod}"
+            # CPU time of this process: the decision cost, robust to other load on the machine.
+            t0 = time.process_time()
+            a = sched.schedule(key)
+            dt = time.process_time() - t0
+            attempts += 1
+            sched_time += dt
+            filter_times.append(sched.last_filter_seconds)
+            d = min(9, int(10 * used / total))
+            decile_time[d] += dt
+            decile_pods[d] += 1
+            ok = a.result is Result.SCHEDULED
+            if ok:
+                placed += 1
+                used += 1
+                slots_of[ev.pod] = 1
             else:
-                # The pod leaves and its claim with it (as the resourceclaim controller deletes a
-                # generated claim): nothing of a departed pod stays in the cluster.
-                cluster.delete("Pod", f"default/{ev.pod}")
+                unschedulable += 1
+                cluster.delete("Pod", key)
                 cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
-                used -= slots_of.pop(ev.pod, 0)
-                deletions += 1
-                ev = gen.send(None)
-            if unschedulable > 1000 and unschedulable > placed:
-                break  # the workload cannot fill further (should not happen at the default fill)
+            ev = gen.send(ok)
+            if attempts % chunk == 0:
+                if progress is not None:
+                    progress("fill", min(used, target), target)
+                if pause is not None:
+                    pause()
+        else:
+            # The pod leaves and its claim with it (as the resourceclaim controller deletes a
+            # generated claim): nothing of a departed pod stays in the cluster.
+            cluster.delete("Pod", f"default/{ev.pod}")
+            cluster.delete("ResourceClaim", f"default/{ev.pod}-nic")
+            used -= slots_of.pop(ev.pod, 0)
+            deletions += 1
+            ev = gen.send(None)
+        if unschedulable > 1000 and unschedulable > placed:
+            break  # the workload cannot fill further (should not happen at the default fill)
     if progress is not None:
         progress("fill", target, target)
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

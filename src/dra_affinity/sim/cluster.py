@@ -42,6 +42,10 @@ KIND_ORDER = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "
 COMPACT_KINDS = frozenset({"Pod", "ResourceClaim"})
 
 
+#: The metadata fields every write through the API server sets.
+_STAMPED = frozenset({"uid", "resource_version", "generation"})
+
+
 def object_key(obj: TypedObject) -> str:
     if obj.kind in CLUSTER_SCOPED:
         return obj.metadata.name
@@ -154,18 +158,28 @@ class Cluster:
         ``model_copy(update=...)`` makes, so nothing shared with ``obj`` changes."""
         self._resource_version += 1
         m = obj.metadata
-        gen = (old.metadata.generation or 1) if old is not None else 1
-        if old is not None and _spec_changed(old, obj):
-            gen += 1
-        updates: dict[str, Any] = {
-            "uid": old.metadata.uid if old is not None and old.metadata.uid else (
-                m.uid or make_uid(obj.kind, key)),
-            "resource_version": str(self._resource_version),
-            "generation": gen,
-        }
-        if obj.kind not in CLUSTER_SCOPED and not m.namespace:
-            updates["namespace"] = "default"
-        return replaced(obj, metadata=replaced(m, **updates))
+        if old is None:
+            uid = m.uid or make_uid(obj.kind, key)
+            gen = 1
+        else:
+            uid = old.metadata.uid or m.uid or make_uid(obj.kind, key)
+            gen = old.metadata.generation or 1
+            if _spec_changed(old, obj):
+                gen += 1
+        meta = m.__copy__()
+        fields = meta.__dict__
+        fields["uid"] = uid
+        fields["resource_version"] = str(self._resource_version)
+        fields["generation"] = gen
+        stamped = meta.__pydantic_fields_set__
+        stamped |= _STAMPED
+        if not m.namespace and obj.kind not in CLUSTER_SCOPED:
+            fields["namespace"] = "default"
+            stamped.add("namespace")
+        out = obj.__copy__()
+        out.__dict__["metadata"] = meta
+        out.__pydantic_fields_set__.add("metadata")
+        return out
 
     def _store(self, obj: TypedObject, old: TypedObject | None, key: str) -> None:
         self._objects[obj.kind].put(key, obj)

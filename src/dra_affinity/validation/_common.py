@@ -1,7 +1,6 @@
 """Helpers shared by the per-kind validators: names, limits, CEL, opaque config,
 node selection and object metadata (see :mod:`.admission` for the conventions)."""
 
-
 from __future__ import annotations
 
 import json
@@ -21,6 +20,7 @@ from dra_affinity.api.resource import (
 from dra_affinity.validation._errors import (
     ROOT,
     Path,
+    at,
     c_identifier_problems,
     dns_label_problems,
     dns_subdomain_problems,
@@ -56,6 +56,7 @@ _REQUEST_REF_MSG = (
 _NODE_SELECTION_FIELDS = "`nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection`"
 _TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
 _VALUE_OMITTED = "<value omitted>"
+
 
 # ============================================================== generic helpers
 def _unique(
@@ -220,7 +221,7 @@ def _min_cost(expression: str) -> int | None:
 
 def _selector(selector: DeviceSelector, path: Path, stored: Collection[str]) -> Errors:
     if selector.cel is None:
-        return [required(path.child("cel"))]
+        return [required(at((path, "cel")))]
     expression = selector.cel.expression
     if expression in stored:  # ratcheting: unchanged expressions are not re-checked
         return []
@@ -265,22 +266,22 @@ def _parameters(parameters: Any, path: Path) -> Errors:
 def _opaque(opaque: OpaqueDeviceConfiguration | None, path: Path) -> Errors:
     if opaque is None:
         return [required(path)]
-    return _driver_name(opaque.driver, path.child("driver")) + _parameters(
-        opaque.parameters, path.child("parameters")
+    return _driver_name(opaque.driver, at((path, "driver"))) + _parameters(
+        opaque.parameters, at((path, "parameters"))
     )
 
 
 # ============================================================== node selection
 def _node_selector(selector: NodeSelector, path: Path) -> Errors:
-    terms = path.child("nodeSelectorTerms")
+    terms = at((path, "nodeSelectorTerms"))
     errs: Errors = []
     if not selector.node_selector_terms:
         errs.append(required(terms, "must have at least one node selector term"))
     for i, term in enumerate(selector.node_selector_terms):
         for j, req in enumerate(term.match_expressions):
-            errs += _node_requirement(req, terms.index(i).child("matchExpressions").index(j), False)
+            errs += _node_requirement(req, at((terms.index(i), "matchExpressions")).index(j), False)
         for j, req in enumerate(term.match_fields):
-            errs += _node_requirement(req, terms.index(i).child("matchFields").index(j), True)
+            errs += _node_requirement(req, at((terms.index(i), "matchFields")).index(j), True)
     return errs
 
 
@@ -289,16 +290,16 @@ def _node_requirement(req: NodeSelectorRequirement, path: Path, is_field: bool) 
     ops = ("In", "NotIn") if is_field else ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
     if is_field:
         if req.key != "metadata.name":
-            errs.append(not_supported(path.child("key"), req.key, ["metadata.name"]))
+            errs.append(not_supported(at((path, "key")), req.key, ["metadata.name"]))
     elif not req.key:
-        errs.append(required(path.child("key")))
+        errs.append(required(at((path, "key"))))
     else:
         errs += [
-            invalid(path.child("key"), req.key, m) for m in qualified_label_key_problems(req.key)
+            invalid(at((path, "key")), req.key, m) for m in qualified_label_key_problems(req.key)
         ]
-    values = path.child("values")
+    values = at((path, "values"))
     if req.operator not in ops:
-        errs.append(not_supported(path.child("operator"), req.operator, ops))
+        errs.append(not_supported(at((path, "operator")), req.operator, ops))
     elif is_field and len(req.values) != 1:
         errs.append(
             required(
@@ -323,15 +324,13 @@ def _node_requirement(req: NodeSelectorRequirement, path: Path, is_field: bool) 
 
 
 # ============================================================== metadata
-_METADATA = ROOT.child("metadata")
+_METADATA = at((ROOT, "metadata"))
 
 
 def validate_object_meta(meta: ObjectMeta, path: Path = _METADATA) -> Errors:
     """Name (required, DNS subdomain), namespace (DNS label where present), labels."""
-    errs = _dns_subdomain(meta.name, path.child("name"))
+    errs = _dns_subdomain(meta.name, at((path, "name")))
     if meta.namespace:
-        errs += _dns_label(meta.namespace, path.child("namespace"))
-    errs += _labels(meta.labels, path.child("labels"))
+        errs += _dns_label(meta.namespace, at((path, "namespace")))
+    errs += _labels(meta.labels, at((path, "labels")))
     return errs
-
-

@@ -21,49 +21,37 @@ from dra_affinity.api.io import FieldError
 _MAX_RENDERED = 80
 
 
-class Path:
+class Path(tuple[Any, str]):
     """A Kubernetes field path: ``child`` adds ``.name``, ``index`` ``[i]``, ``key`` ``[k]``.
 
     Validation makes a path for every field it checks and renders one only for a field
-    that is wrong, so a path is a link to its parent and renders (once) when asked."""
+    that is wrong, so a path is only its parent and its last segment (a pair, made in
+    C: validating an object makes dozens) and renders when asked."""
 
-    __slots__ = ("_parent", "_seg", "_text")
+    __slots__ = ()
 
-    def __init__(self, text: str = "") -> None:
-        self._parent: Path | None = None
-        self._seg = text
-        self._text: str | None = text
-
-    @classmethod
-    def _link(cls, parent: Path, seg: str) -> Path:
-        p = _new(cls)
-        p._parent = parent
-        p._seg = seg
-        p._text = None
-        return p
+    def __new__(cls, text: str = "") -> Path:
+        return _pair(cls, (None, text))
 
     def child(self, *names: str) -> Path:
         p = self
         for name in names:
-            p = Path._link(p, name)
+            p = _pair(Path, (p, name))
         return p
 
-    def index(self, i: int) -> Path:
-        return Path._link(self, f"[{i}]")
+    def index(self, i: int) -> Path:  # type: ignore[override]  # a path, not tuple.index
+        return _pair(Path, (self, f"[{i}]"))
 
     def key(self, k: str) -> Path:
-        return Path._link(self, f"[{k}]")
+        return _pair(Path, (self, f"[{k}]"))
 
     @property
     def text(self) -> str:
-        t = self._text
-        if t is None:
-            assert self._parent is not None
-            head = self._parent.text
-            seg = self._seg
-            t = self._text = (head + seg if seg.startswith("[") or not head
-                              else f"{head}.{seg}")
-        return t
+        parent, seg = self
+        if parent is None:
+            return seg
+        head = parent.text
+        return head + seg if seg.startswith("[") or not head else f"{head}.{seg}"
 
     def __str__(self) -> str:
         return self.text
@@ -74,11 +62,18 @@ class Path:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Path) and self.text == other.text
 
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
     def __hash__(self) -> int:
         return hash(self.text)
 
 
-_new = object.__new__
+_pair = tuple.__new__
+
+#: ``at((path, "name"))`` is ``path.child("name")``, made without a Python call: the
+#: form for the paths validation makes for every field of every object it admits.
+at: Callable[[tuple[Path, str]], Path] = functools.partial(_pair, Path)
 ROOT = Path()
 
 
@@ -206,7 +201,6 @@ def dns_label_problems(value: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-
 @_memo
 def dns_subdomain_problems(value: str) -> tuple[str, ...]:
     """Problems with ``value`` as an RFC 1123 subdomain (none: valid)."""
@@ -218,7 +212,6 @@ def dns_subdomain_problems(value: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-
 @_memo
 def c_identifier_problems(value: str) -> tuple[str, ...]:
     return () if _C_IDENTIFIER_RE.fullmatch(value) else (C_IDENTIFIER_MSG,)
@@ -226,7 +219,6 @@ def c_identifier_problems(value: str) -> tuple[str, ...]:
 
 def is_semver(value: str) -> bool:
     return _SEMVER_RE.fullmatch(value) is not None
-
 
 
 @_memo
@@ -256,7 +248,6 @@ def qualified_label_key_problems(value: str) -> tuple[str, ...]:
         if not _LABEL_NAME_RE.fullmatch(name):
             out.append(LABEL_NAME_MSG)
     return tuple(out)
-
 
 
 @_memo

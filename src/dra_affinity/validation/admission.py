@@ -18,7 +18,6 @@ See docs/validation.md for every rule and the choices made where Kubernetes
 and the KEP are silent.
 """
 
-
 from __future__ import annotations
 
 from pydantic import BaseModel
@@ -41,6 +40,7 @@ from dra_affinity.validation._common import (
 from dra_affinity.validation._errors import (
     ROOT,
     Path,
+    at,
     invalid,
     required,
 )
@@ -69,11 +69,11 @@ __all__ = [
 def validate_pod(new: Pod, old: Pod | None = None) -> Errors:
     """Pod fields DRA reads: resourceClaims, nodeName, nodeSelector."""
     errs = validate_object_meta(new.metadata)
-    spec = ROOT.child("spec")
+    spec = at((ROOT, "spec"))
     if new.spec.node_name:
-        errs += _dns_subdomain(new.spec.node_name, spec.child("nodeName"))
-    errs += _labels(new.spec.node_selector, spec.child("nodeSelector"))
-    claims = spec.child("resourceClaims")
+        errs += _dns_subdomain(new.spec.node_name, at((spec, "nodeName")))
+    errs += _labels(new.spec.node_selector, at((spec, "nodeSelector")))
+    claims = at((spec, "resourceClaims"))
     for i, c in enumerate(new.spec.resource_claims):
         errs += _pod_claim(c, claims.index(i))
     errs += _unique(new.spec.resource_claims, lambda c: c.name, claims, "name")
@@ -81,7 +81,7 @@ def validate_pod(new: Pod, old: Pod | None = None) -> Errors:
 
 
 def _pod_claim(c: PodResourceClaim, path: Path) -> Errors:
-    errs = _dns_label(c.name, path.child("name"))
+    errs = _dns_label(c.name, at((path, "name")))
     sources = [
         (field, value)
         for field, value in (
@@ -118,7 +118,7 @@ def validate_object(obj: BaseModel, old: BaseModel | None = None) -> Errors:
     if old is not None and type(old) is not type(obj):
         return [
             invalid(
-                ROOT.child("kind"), getattr(obj, "kind", type(obj).__name__), "field is immutable"
+                at((ROOT, "kind")), getattr(obj, "kind", type(obj).__name__), "field is immutable"
             )
         ]
     if isinstance(obj, ResourceSlice):
@@ -137,9 +137,8 @@ def validate_object(obj: BaseModel, old: BaseModel | None = None) -> Errors:
         return validate_node(obj, old if isinstance(old, Node) else None)
     return [
         invalid(
-            ROOT.child("kind"),
+            at((ROOT, "kind")),
             getattr(obj, "kind", type(obj).__name__),
             "no validation is defined for this kind",
         )
     ]
-

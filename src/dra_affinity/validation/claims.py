@@ -1,6 +1,5 @@
 """DeviceClass, ResourceClaim and ResourceClaimTemplate validation."""
 
-
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
@@ -51,6 +50,7 @@ from dra_affinity.validation._common import (
 from dra_affinity.validation._errors import (
     ROOT,
     Path,
+    at,
     forbidden,
     immutable,
     invalid,
@@ -65,16 +65,16 @@ from dra_affinity.validation._errors import (
 def validate_device_class(new: DeviceClass, old: DeviceClass | None = None) -> Errors:
     """Selectors (CEL returning bool in the device environment) and opaque config."""
     errs = validate_object_meta(new.metadata)
-    spec = ROOT.child("spec")
+    spec = at((ROOT, "spec"))
     stored = _selector_expressions(old.spec.selectors) if old is not None else set()
-    errs += _selectors(new.spec.selectors, spec.child("selectors"), stored)
-    config = spec.child("config")
+    errs += _selectors(new.spec.selectors, at((spec, "selectors")), stored)
+    config = at((spec, "config"))
     errs += _max_items(new.spec.config, DEVICE_CONFIG_MAX, config)
     for i, c in enumerate(new.spec.config):
-        errs += _opaque(c.opaque, config.index(i).child("opaque"))
+        errs += _opaque(c.opaque, at((config.index(i), "opaque")))
     if new.spec.extended_resource_name is not None:
         name = new.spec.extended_resource_name
-        path = spec.child("extendedResourceName")
+        path = at((spec, "extendedResourceName"))
         errs += (
             [required(path)]
             if not name
@@ -113,9 +113,9 @@ def _request_refs(refs: Sequence[str], path: Path, names: Collection[str]) -> Er
 
 
 def _claim_spec(spec: ResourceClaimSpec, path: Path, stored: Collection[str]) -> Errors:
-    devices = path.child("devices")
+    devices = at((path, "devices"))
     claim = spec.devices
-    requests = devices.child("requests")
+    requests = at((devices, "requests"))
     errs: Errors = []
     for i, r in enumerate(claim.requests):
         errs += _device_request(r, requests.index(i), stored)
@@ -123,21 +123,21 @@ def _claim_spec(spec: ResourceClaimSpec, path: Path, stored: Collection[str]) ->
     errs += _unique(claim.requests, lambda r: r.name, requests, "name")
     names = _request_names(claim)
 
-    constraints = devices.child("constraints")
+    constraints = at((devices, "constraints"))
     errs += _max_items(claim.constraints, DEVICE_CONSTRAINTS_MAX, constraints)
     for i, c in enumerate(claim.constraints):
         errs += _constraint(c, constraints.index(i), names)
 
-    config = devices.child("config")
+    config = at((devices, "config"))
     errs += _max_items(claim.config, DEVICE_CONFIG_MAX, config)
     for i, cfg in enumerate(claim.config):
-        errs += _request_refs(cfg.requests, config.index(i).child("requests"), names)
-        errs += _opaque(cfg.opaque, config.index(i).child("opaque"))
+        errs += _request_refs(cfg.requests, at((config.index(i), "requests")), names)
+        errs += _opaque(cfg.opaque, at((config.index(i), "opaque")))
     return errs
 
 
 def _device_request(r: DeviceRequest, path: Path, stored: Collection[str]) -> Errors:
-    errs = _dns_label(r.name, path.child("name"))
+    errs = _dns_label(r.name, at((path, "name")))
     kinds = (r.exactly is not None) + bool(r.first_available)
     if kinds == 0:
         errs.append(required(path, "exactly one of `exactly` or `firstAvailable` is required"))
@@ -150,11 +150,11 @@ def _device_request(r: DeviceRequest, path: Path, stored: Collection[str]) -> Er
             )
         )
     if r.exactly is not None:
-        errs += _exact_or_sub(r.exactly, path.child("exactly"), stored)
+        errs += _exact_or_sub(r.exactly, at((path, "exactly")), stored)
     if r.first_available:
-        subs = path.child("firstAvailable")
+        subs = at((path, "firstAvailable"))
         for i, sub in enumerate(r.first_available):
-            errs += _dns_label(sub.name, subs.index(i).child("name"))
+            errs += _dns_label(sub.name, at((subs.index(i), "name")))
             errs += _exact_or_sub(sub, subs.index(i), stored)
         errs += _max_items(r.first_available, FIRST_AVAILABLE_MAX, subs)
         errs += _unique(r.first_available, lambda s: s.name, subs, "name")
@@ -164,10 +164,10 @@ def _device_request(r: DeviceRequest, path: Path, stored: Collection[str]) -> Er
 def _exact_or_sub(
     r: ExactDeviceRequest | DeviceSubRequest, path: Path, stored: Collection[str]
 ) -> Errors:
-    errs = _dns_subdomain(r.device_class_name, path.child("deviceClassName"))
-    errs += _selectors(r.selectors, path.child("selectors"), stored)
+    errs = _dns_subdomain(r.device_class_name, at((path, "deviceClassName")))
+    errs += _selectors(r.selectors, at((path, "selectors")), stored)
     mode = r.allocation_mode or "ExactCount"  # the API server defaults it
-    count = path.child("count")
+    count = at((path, "count"))
     if r.count is not None:
         errs += _int64(r.count, count)
     if mode == "All":
@@ -177,18 +177,18 @@ def _exact_or_sub(
             )
     elif r.count is not None and r.count <= 0:
         errs.append(invalid(count, r.count, "must be greater than zero"))
-    tolerations = path.child("tolerations")
+    tolerations = at((path, "tolerations"))
     errs += _max_items(r.tolerations, DEVICE_TOLERATIONS_MAX, tolerations)
     for i, t in enumerate(r.tolerations):
         errs += _toleration(t, tolerations.index(i))
     if r.capacity is not None:
-        errs += _capacity_requirements(r.capacity, path.child("capacity"))
+        errs += _capacity_requirements(r.capacity, at((path, "capacity")))
     return errs
 
 
 def _capacity_requirements(cap: CapacityRequirements, path: Path) -> Errors:
     errs: Errors = []
-    requests = path.child("requests")
+    requests = at((path, "requests"))
     for name, amount in cap.requests.items():
         errs += _qualified_name(name, requests.key(name))
         if amount.sign() <= 0:
@@ -200,25 +200,25 @@ def _toleration(t: DeviceToleration, path: Path) -> Errors:
     errs: Errors = []
     op = t.operator or "Equal"
     if op not in ("Exists", "Equal"):
-        errs.append(not_supported(path.child("operator"), op, ("Equal", "Exists")))
+        errs.append(not_supported(at((path, "operator")), op, ("Equal", "Exists")))
     if t.key:
-        errs += [invalid(path.child("key"), t.key, m) for m in qualified_label_key_problems(t.key)]
+        errs += [invalid(at((path, "key")), t.key, m) for m in qualified_label_key_problems(t.key)]
     elif op != "Exists":
-        errs.append(invalid(path.child("operator"), op, "value must be Exists when `key` is empty"))
+        errs.append(invalid(at((path, "operator")), op, "value must be Exists when `key` is empty"))
     if op == "Exists" and t.value:
         errs.append(
-            invalid(path.child("operator"), op, "value must be empty when `operator` is 'Exists'")
+            invalid(at((path, "operator")), op, "value must be empty when `operator` is 'Exists'")
         )
     elif t.value:
-        errs += [invalid(path.child("value"), t.value, m) for m in label_value_problems(t.value)]
+        errs += [invalid(at((path, "value")), t.value, m) for m in label_value_problems(t.value)]
     if t.effect and t.effect not in _TAINT_EFFECTS:
-        errs.append(not_supported(path.child("effect"), t.effect, _TAINT_EFFECTS))
+        errs.append(not_supported(at((path, "effect")), t.effect, _TAINT_EFFECTS))
     if t.toleration_seconds is not None:
-        errs += _int64(t.toleration_seconds, path.child("tolerationSeconds"))
+        errs += _int64(t.toleration_seconds, at((path, "tolerationSeconds")))
         if t.effect != "NoExecute":
             errs.append(
                 invalid(
-                    path.child("effect"),
+                    at((path, "effect")),
                     t.effect,
                     "effect must be 'NoExecute' when `tolerationSeconds` is set",
                 )
@@ -227,35 +227,35 @@ def _toleration(t: DeviceToleration, path: Path) -> Errors:
 
 
 def _constraint(c: DeviceConstraint, path: Path, names: Collection[str]) -> Errors:
-    errs = _request_refs(c.requests, path.child("requests"), names)
+    errs = _request_refs(c.requests, at((path, "requests")), names)
     if c.match_attribute is not None and c.distinct_attribute is not None:
         errs.append(
             invalid(path, None, "at most one of `matchAttribute` or `distinctAttribute` may be set")
         )
     elif c.match_attribute is not None:
-        errs += _qualified_name(c.match_attribute, path.child("matchAttribute"), need_domain=True)
+        errs += _qualified_name(c.match_attribute, at((path, "matchAttribute")), need_domain=True)
     elif c.distinct_attribute is not None:
         errs += _qualified_name(
-            c.distinct_attribute, path.child("distinctAttribute"), need_domain=True
+            c.distinct_attribute, at((path, "distinctAttribute")), need_domain=True
         )
     else:
-        errs.append(required(path.child("matchAttribute")))
+        errs.append(required(at((path, "matchAttribute"))))
     return errs
 
 
 def _claim_status(status: ResourceClaimStatus, claim: DeviceClaim, path: Path) -> Errors:
     errs: Errors = []
     if status.allocation is not None:
-        errs += _allocation(status.allocation, _request_names(claim), path.child("allocation"))
-    reserved = path.child("reservedFor")
+        errs += _allocation(status.allocation, _request_names(claim), at((path, "allocation")))
+    reserved = at((path, "reservedFor"))
     if status.reserved_for and status.allocation is None:
         errs.append(forbidden(reserved, "may not be specified when `allocation` is not set"))
     errs += _max_items(status.reserved_for, RESERVED_FOR_MAX, reserved)
     for i, ref in enumerate(status.reserved_for):
         if not ref.resource:
-            errs.append(required(reserved.index(i).child("resource")))
+            errs.append(required(at((reserved.index(i), "resource"))))
         if not ref.name:
-            errs.append(required(reserved.index(i).child("name")))
+            errs.append(required(at((reserved.index(i), "name"))))
     # Kubernetes keys reservedFor by UID; without UIDs, by what the reference names.
     errs += _unique(
         status.reserved_for,
@@ -273,33 +273,33 @@ def _allocation(alloc: AllocationResult, names: Collection[str], path: Path) -> 
     errs += _max_items(alloc.devices.results, ALLOCATION_RESULTS_MAX, results)
     for i, r in enumerate(alloc.devices.results):
         rp = results.index(i)
-        errs += _request_ref(r.request, rp.child("request"), names)
-        errs += _driver_name(r.driver, rp.child("driver"))
-        errs += _pool_name(r.pool, rp.child("pool"))
-        errs += _dns_label(r.device, rp.child("device"))
-        consumed = rp.child("consumedCapacity")
+        errs += _request_ref(r.request, at((rp, "request")), names)
+        errs += _driver_name(r.driver, at((rp, "driver")))
+        errs += _pool_name(r.pool, at((rp, "pool")))
+        errs += _dns_label(r.device, at((rp, "device")))
+        consumed = at((rp, "consumedCapacity"))
         for name, amount in r.consumed_capacity.items():
             errs += _qualified_name(name, consumed.key(name))
             errs += _non_negative(amount, consumed.key(name))
     config = path.child("devices", "config")
     errs += _max_items(alloc.devices.config, 2 * DEVICE_CONFIG_MAX, config)  # class + claim config
     for i, cfg in enumerate(alloc.devices.config):
-        errs += _request_refs(cfg.requests, config.index(i).child("requests"), names)
-        errs += _opaque(cfg.opaque, config.index(i).child("opaque"))
+        errs += _request_refs(cfg.requests, at((config.index(i), "requests")), names)
+        errs += _opaque(cfg.opaque, at((config.index(i), "opaque")))
     if alloc.node_selector is not None:
-        errs += _node_selector(alloc.node_selector, path.child("nodeSelector"))
+        errs += _node_selector(alloc.node_selector, at((path, "nodeSelector")))
     return errs
 
 
 def validate_resource_claim(new: ResourceClaim, old: ResourceClaim | None = None) -> Errors:
     """Spec (requests, constraints, config), status.allocation, and spec immutability."""
     errs = validate_object_meta(new.metadata)
-    spec = ROOT.child("spec")
+    spec = at((ROOT, "spec"))
     if old is not None and new.spec != old.spec:
         errs.append(immutable(spec, _VALUE_OMITTED))
     stored = _claim_selectors(old.spec) if old is not None else set()
     errs += _claim_spec(new.spec, spec, stored)
-    errs += _claim_status(new.status, new.spec.devices, ROOT.child("status"))
+    errs += _claim_status(new.status, new.spec.devices, at((ROOT, "status")))
     return errs
 
 
@@ -308,12 +308,12 @@ def validate_resource_claim_template(
 ) -> Errors:
     """The template's claim spec at ``spec.spec``; the spec is immutable once created."""
     errs = validate_object_meta(new.metadata)
-    spec = ROOT.child("spec")
+    spec = at((ROOT, "spec"))
     if old is not None and new.spec != old.spec:
         errs.append(immutable(spec, _VALUE_OMITTED))
     errs += _labels(new.spec.metadata.labels, spec.child("metadata", "labels"))
     stored = _claim_selectors(old.spec.spec) if old is not None else set()
-    errs += _claim_spec(new.spec.spec, spec.child("spec"), stored)
+    errs += _claim_spec(new.spec.spec, at((spec, "spec")), stored)
     return errs
 
 
@@ -325,5 +325,3 @@ def _claim_selectors(spec: ResourceClaimSpec) -> set[str]:
         for s in r.first_available:
             out |= _selector_expressions(s.selectors)
     return out
-
-

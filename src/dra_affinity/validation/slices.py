@@ -1,6 +1,5 @@
 """ResourceSlice validation, with KEP-5981's rules for ``spec.sharingAffinity``."""
 
-
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -48,6 +47,7 @@ from dra_affinity.validation._common import (
 from dra_affinity.validation._errors import (
     ROOT,
     Path,
+    at,
     forbidden,
     immutable,
     invalid,
@@ -66,52 +66,52 @@ from dra_affinity.validation._errors import (
 def validate_resource_slice(new: ResourceSlice, old: ResourceSlice | None = None) -> Errors:
     """A ResourceSlice on create (``old`` None) or update (``old`` the stored slice)."""
     errs = validate_object_meta(new.metadata)
-    errs += _slice_spec(new.spec, old.spec if old is not None else None, ROOT.child("spec"))
+    errs += _slice_spec(new.spec, old.spec if old is not None else None, at((ROOT, "spec")))
     return errs
 
 
 def _slice_spec(spec: ResourceSliceSpec, old: ResourceSliceSpec | None, path: Path) -> Errors:
-    errs = _driver_name(spec.driver, path.child("driver"))
-    pool = path.child("pool")
-    errs += _pool_name(spec.pool.name, pool.child("name"))
-    errs += _int64(spec.pool.generation, pool.child("generation"))
+    errs = _driver_name(spec.driver, at((path, "driver")))
+    pool = at((path, "pool"))
+    errs += _pool_name(spec.pool.name, at((pool, "name")))
+    errs += _int64(spec.pool.generation, at((pool, "generation")))
     if spec.pool.generation < 0:
         errs.append(
             invalid(
-                pool.child("generation"), spec.pool.generation, "must be greater than or equal to 0"
+                at((pool, "generation")), spec.pool.generation, "must be greater than or equal to 0"
             )
         )
-    errs += _int64(spec.pool.resource_slice_count, pool.child("resourceSliceCount"))
+    errs += _int64(spec.pool.resource_slice_count, at((pool, "resourceSliceCount")))
     if spec.pool.resource_slice_count < 1:
         errs.append(
             invalid(
-                pool.child("resourceSliceCount"),
+                at((pool, "resourceSliceCount")),
                 spec.pool.resource_slice_count,
                 "must be greater than 0",
             )
         )
     if old is not None:
         if spec.driver != old.driver:
-            errs.append(immutable(path.child("driver"), spec.driver))
+            errs.append(immutable(at((path, "driver")), spec.driver))
         if spec.pool.name != old.pool.name:
-            errs.append(immutable(pool.child("name"), spec.pool.name))
+            errs.append(immutable(at((pool, "name")), spec.pool.name))
         if (spec.node_name or None) != (old.node_name or None):
-            errs.append(immutable(path.child("nodeName"), spec.node_name))
+            errs.append(immutable(at((path, "nodeName")), spec.node_name))
     errs += _node_selection(spec, path)
 
-    devices = path.child("devices")
+    devices = at((path, "devices"))
     per_device = spec.per_device_node_selection is True
     for i, device in enumerate(spec.devices):
         errs += _device(device, devices.index(i), per_device)
     errs += _max_items(spec.devices, RESOURCE_SLICE_MAX_DEVICES, devices)
     errs += _unique(spec.devices, lambda d: d.name, devices, "name")
 
-    counters = path.child("sharedCounters")
+    counters = at((path, "sharedCounters"))
     for i, cs in enumerate(spec.shared_counters):
         errs += _counter_set(cs, counters.index(i))
     errs += _unique(spec.shared_counters, lambda c: c.name, counters, "name")
 
-    errs += _sharing_affinity(spec, old, path.child("sharingAffinity"))
+    errs += _sharing_affinity(spec, old, at((path, "sharingAffinity")))
     return errs
 
 
@@ -120,10 +120,10 @@ def _node_selection(spec: ResourceSliceSpec, path: Path) -> Errors:
     chosen: list[str] = []
     if spec.node_name:
         chosen.append("`nodeName`")
-        errs += _dns_subdomain(spec.node_name, path.child("nodeName"))
+        errs += _dns_subdomain(spec.node_name, at((path, "nodeName")))
     if spec.node_selector is not None:
         chosen.append("`nodeSelector`")
-        errs += _node_selector(spec.node_selector, path.child("nodeSelector"))
+        errs += _node_selector(spec.node_selector, at((path, "nodeSelector")))
         if len(spec.node_selector.node_selector_terms) > 1:
             # Kubernetes: simplifies merging selectors of devices from different slices.
             errs.append(
@@ -151,7 +151,7 @@ def _node_selection(spec: ResourceSliceSpec, path: Path) -> Errors:
 
 
 def _device(device: Device, path: Path, per_device: bool) -> Errors:
-    errs = _dns_label(device.name, path.child("name"))
+    errs = _dns_label(device.name, at((path, "name")))
     combined = len(device.attributes) + len(device.capacity)
     if combined > DEVICE_ATTRIBUTES_AND_CAPACITIES_MAX:
         errs.append(
@@ -162,21 +162,21 @@ def _device(device: Device, path: Path, per_device: bool) -> Errors:
                 f"{DEVICE_ATTRIBUTES_AND_CAPACITIES_MAX}",
             )
         )
-    attributes = path.child("attributes")
+    attributes = at((path, "attributes"))
     for name, attr in device.attributes.items():
         errs += _qualified_name(name, attributes.key(name))
         errs += _attribute(attr, attributes.key(name))
-    capacity = path.child("capacity")
+    capacity = at((path, "capacity"))
     for name, cap in device.capacity.items():
         errs += _qualified_name(name, capacity.key(name))
         errs += _capacity(cap, capacity.key(name))
 
-    consumes = path.child("consumesCounters")
+    consumes = at((path, "consumesCounters"))
     for i, consumption in enumerate(device.consumes_counters):
         errs += _counter_consumption(consumption, consumes.index(i))
     errs += _unique(device.consumes_counters, lambda c: c.counter_set, consumes, "counterSet")
 
-    taints = path.child("taints")
+    taints = at((path, "taints"))
     errs += _max_items(device.taints, DEVICE_TAINTS_MAX, taints)
     for i, taint in enumerate(device.taints):
         errs += _taint(taint, taints.index(i))
@@ -205,9 +205,9 @@ def _device(device: Device, path: Path, per_device: bool) -> Errors:
                 )
             )
         if device.node_name:
-            errs += _dns_subdomain(device.node_name, path.child("nodeName"))
+            errs += _dns_subdomain(device.node_name, at((path, "nodeName")))
         if device.node_selector is not None:
-            errs += _node_selector(device.node_selector, path.child("nodeSelector"))
+            errs += _node_selector(device.node_selector, at((path, "nodeSelector")))
     elif chosen or device.node_name is not None or device.all_nodes is not None:
         errs.append(
             invalid(
@@ -224,20 +224,20 @@ def _attribute(attr: DeviceAttribute, path: Path) -> Errors:
     errs: Errors = []
     set_count = sum(v is not None for v in (attr.int_, attr.bool_, attr.string, attr.version))
     if attr.int_ is not None:
-        errs += _int64(attr.int_, path.child("int"))
+        errs += _int64(attr.int_, at((path, "int")))
     if attr.string is not None and nbytes(attr.string) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
-        errs.append(too_long(path.child("string"), DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH))
+        errs.append(too_long(at((path, "string")), DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH))
     if attr.version is not None:
         if not is_semver(attr.version):
             errs.append(
                 invalid(
-                    path.child("version"),
+                    at((path, "version")),
                     attr.version,
                     "must be a string compatible with semver.org spec 2.0.0",
                 )
             )
         if nbytes(attr.version) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
-            errs.append(too_long(path.child("version"), DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH))
+            errs.append(too_long(at((path, "version")), DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH))
     if set_count == 0:
         errs.append(required(path, "exactly one value must be specified"))
     elif set_count > 1:
@@ -246,9 +246,9 @@ def _attribute(attr: DeviceAttribute, path: Path) -> Errors:
 
 
 def _capacity(cap: DeviceCapacity, path: Path) -> Errors:
-    errs = _non_negative(cap.value, path.child("value"))
+    errs = _non_negative(cap.value, at((path, "value")))
     if cap.request_policy is not None:
-        errs += _request_policy(cap.value, cap.request_policy, path.child("requestPolicy"))
+        errs += _request_policy(cap.value, cap.request_policy, at((path, "requestPolicy")))
     return errs
 
 
@@ -256,7 +256,7 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
     """KEP-5075 request policy: a default plus either discrete values or a range."""
     errs: Errors = []
     default = policy.default
-    dpath = path.child("default")
+    dpath = at((path, "default"))
     if default is not None:
         errs += _non_negative(default, dpath)
         if default > capacity:
@@ -272,7 +272,7 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
             )
         )
     elif policy.valid_values:
-        values = path.child("validValues")
+        values = at((path, "validValues"))
         for i, v in enumerate(policy.valid_values):
             errs += _non_negative(v, values.index(i))
             if v > capacity:
@@ -295,12 +295,12 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
             errs.append(invalid(dpath, str(default), "must be one of `validValues`"))
     elif policy.valid_range is not None:
         rng = policy.valid_range
-        rpath = path.child("validRange")
-        errs += _non_negative(rng.min, rpath.child("min"))
+        rpath = at((path, "validRange"))
+        errs += _non_negative(rng.min, at((rpath, "min")))
         if rng.min > capacity:
             errs.append(
                 invalid(
-                    rpath.child("min"),
+                    at((rpath, "min")),
                     str(rng.min),
                     f"must not exceed the capacity value {capacity}",
                 )
@@ -309,7 +309,7 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
             if rng.max < rng.min:
                 errs.append(
                     invalid(
-                        rpath.child("max"),
+                        at((rpath, "max")),
                         str(rng.max),
                         f"must be greater than or equal to `min` ({rng.min})",
                     )
@@ -317,14 +317,14 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
             if rng.max > capacity:
                 errs.append(
                     invalid(
-                        rpath.child("max"),
+                        at((rpath, "max")),
                         str(rng.max),
                         f"must not exceed the capacity value {capacity}",
                     )
                 )
         step_ok = rng.step is None or rng.step.sign() > 0
         if not step_ok:
-            errs.append(invalid(rpath.child("step"), str(rng.step), "must be greater than zero"))
+            errs.append(invalid(at((rpath, "step")), str(rng.step), "must be greater than zero"))
         if default is not None:
             upper = rng.max if rng.max is not None else capacity
             if default < rng.min or default > upper:
@@ -350,37 +350,37 @@ def _counters(counters: Mapping[str, Any], path: Path) -> Errors:
         errs.append(required(path))
     for name, counter in counters.items():
         errs += _dns_label(name, path.key(name))
-        errs += _non_negative(counter.value, path.key(name).child("value"))
+        errs += _non_negative(counter.value, at((path.key(name), "value")))
     return errs
 
 
 def _counter_set(cs: CounterSet, path: Path) -> Errors:
-    return _dns_label(cs.name, path.child("name")) + _counters(cs.counters, path.child("counters"))
+    return _dns_label(cs.name, at((path, "name"))) + _counters(cs.counters, at((path, "counters")))
 
 
 def _counter_consumption(c: DeviceCounterConsumption, path: Path) -> Errors:
     # The counter set may be published in another slice of the pool, so only the
     # form is checked here; references are resolved by pool validation.
-    return _dns_label(c.counter_set, path.child("counterSet")) + _counters(
-        c.counters, path.child("counters")
+    return _dns_label(c.counter_set, at((path, "counterSet"))) + _counters(
+        c.counters, at((path, "counters"))
     )
 
 
 def _taint(taint: DeviceTaint, path: Path) -> Errors:
     errs: Errors = []
     if not taint.key:
-        errs.append(required(path.child("key")))
+        errs.append(required(at((path, "key"))))
     else:
         errs += [
-            invalid(path.child("key"), taint.key, m)
+            invalid(at((path, "key")), taint.key, m)
             for m in qualified_label_key_problems(taint.key)
         ]
     if taint.value:
         errs += [
-            invalid(path.child("value"), taint.value, m) for m in label_value_problems(taint.value)
+            invalid(at((path, "value")), taint.value, m) for m in label_value_problems(taint.value)
         ]
     if taint.effect not in _TAINT_EFFECTS:
-        errs.append(not_supported(path.child("effect"), taint.effect, _TAINT_EFFECTS))
+        errs.append(not_supported(at((path, "effect")), taint.effect, _TAINT_EFFECTS))
     return errs
 
 
@@ -412,7 +412,7 @@ def _sharing_affinity(spec: ResourceSliceSpec, old: ResourceSliceSpec | None, pa
     costs: list[int] = []
     unchanged: list[SharingAffinityExtractor] = []
     for i, entry in enumerate(entries):
-        errs += _dns_label(entry.name, path.index(i).child("name"))
+        errs += _dns_label(entry.name, at((path.index(i), "name")))
         if (entry.name, entry.expression) in stored:
             unchanged.append(entry)
             continue
@@ -420,7 +420,7 @@ def _sharing_affinity(spec: ResourceSliceSpec, old: ResourceSliceSpec | None, pa
         if over_limit:  # bound the work an oversized list can cause
             continue
         e_errs, program = _cel_expression(
-            entry.expression, path.index(i).child("expression"), cel.EXTRACTOR_ENV, ("string",)
+            entry.expression, at((path.index(i), "expression")), cel.EXTRACTOR_ENV, ("string",)
         )
         errs += e_errs
         if program is not None:
@@ -439,5 +439,3 @@ def _sharing_affinity(spec: ResourceSliceSpec, old: ResourceSliceSpec | None, pa
                 )
             )
     return errs
-
-
