@@ -184,10 +184,14 @@ def test_name_checks_remember_short_values_only() -> None:
     from dra_affinity.validation import _errors
 
     check = _errors.dns_label_problems
-    info = check.cache_info  # type: ignore[attr-defined]
+    memo = check.__self__  # type: ignore[attr-defined]
     assert check("nic") == () and check("Not_A_Label") == (_errors.DNS_LABEL_MSG,)
-    size = info().currsize
+    assert memo["nic"] == () and "Not_A_Label" in memo
+    size = len(memo)
     long_bad = "x" * (_errors._MEMO_MAX_LEN + 1)
     assert check(long_bad) == (f"must be no more than {_errors.DNS_LABEL_MAX} characters",)
-    assert check(long_bad + "y") and info().currsize == size  # not remembered
-    assert info().maxsize == _errors._MEMO_SIZE
+    assert check(long_bad + "y") and len(memo) == size  # not remembered
+    # Bounded: a memo that is full starts afresh, and still answers right.
+    for i in range(_errors._MEMO_SIZE + 10):
+        assert check(f"n{i}") == ()
+    assert 0 < len(memo) <= _errors._MEMO_SIZE and check("Not_A_Label") == (_errors.DNS_LABEL_MSG,)

@@ -68,6 +68,8 @@ def _unique(
 ) -> Errors:
     """``Duplicate value`` for every item whose key was seen earlier in the list."""
     errs: Errors = []
+    if len(items) < 2:
+        return errs
     seen: set[Hashable] = set()
     for i, item in enumerate(items):
         k = key(item)

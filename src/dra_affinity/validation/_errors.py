@@ -173,16 +173,29 @@ _MEMO_SIZE = 4096
 _P = TypeVar("_P", bound=Callable[[str], tuple[str, ...]])
 
 
+class _Memo(dict[str, tuple[str, ...]]):
+    """A pure string check's problems by value: a hit is one lookup, in C (validation
+    asks a dozen of these per object); a miss computes the check and remembers short
+    values only, and a full memo starts afresh, so its size is bounded whatever
+    objects hold."""
+
+    def __init__(self, fn: Callable[[str], tuple[str, ...]]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, value: str) -> tuple[str, ...]:
+        problems = self.fn(value)
+        if len(value) <= _MEMO_MAX_LEN:
+            if len(self) >= _MEMO_SIZE:
+                self.clear()
+            self[value] = problems
+        return problems
+
+
 def _memo(fn: _P) -> _P:
-    """Remember a pure string check's problems for short values (see ``_MEMO_MAX_LEN``)."""
-    cached = functools.lru_cache(maxsize=_MEMO_SIZE)(fn)
-
-    @functools.wraps(fn)
-    def check(value: str) -> tuple[str, ...]:
-        return cached(value) if len(value) <= _MEMO_MAX_LEN else fn(value)
-
-    check.cache_info = cached.cache_info  # type: ignore[attr-defined]
-    return check  # type: ignore[return-value]
+    """Remember a pure string check's problems for short values (see :class:`_Memo`);
+    the check is the memo's ``__getitem__``, so its ``__self__`` is the memo."""
+    return _Memo(fn).__getitem__  # type: ignore[return-value]
 
 
 def nbytes(s: str) -> int:
