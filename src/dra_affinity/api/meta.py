@@ -8,7 +8,7 @@ so ``load(dump(x)) == x``.
 from __future__ import annotations
 
 import copy
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -43,26 +43,37 @@ class K8sModel(BaseModel):
     def __copy__(self) -> Self:
         """A shallow copy whose field set is its own (so ``model_copy(update=...)`` and
         attribute assignment on the copy never touch the original)."""
-        cls = type(self)
-        m = cls.__new__(cls)
-        _set(m, "__dict__", dict(self.__dict__))
-        _set(m, "__pydantic_extra__", None)
-        _set(m, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
-        _set(m, "__pydantic_private__", None)
-        return m
+        return assemble(type(self), dict(self.__dict__), set(self.__pydantic_fields_set__))
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
         """A deep copy: every model, list and dict is new; scalars are shared (immutable)."""
-        cls = type(self)
-        m = cls.__new__(cls)
-        _set(m, "__dict__", {k: _clone(v) for k, v in self.__dict__.items()})
-        _set(m, "__pydantic_extra__", None)
-        _set(m, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
-        _set(m, "__pydantic_private__", None)
-        return m
+        return assemble(type(self), {k: _clone(v) for k, v in self.__dict__.items()},
+                        set(self.__pydantic_fields_set__))
 
 
-_set = object.__setattr__
+_new = object.__new__
+# The setters of a model's four slots, taken from pydantic's BaseModel once: calling them
+# skips the attribute lookup and checks ``object.__setattr__`` makes on each call.
+_SLOTS = BaseModel.__dict__
+_set_dict = _SLOTS["__dict__"].__set__
+_set_fields_set = _SLOTS["__pydantic_fields_set__"].__set__
+_set_extra = _SLOTS["__pydantic_extra__"].__set__
+_set_private = _SLOTS["__pydantic_private__"].__set__
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def assemble(cls: type[_M], fields: dict[str, Any], fields_set: set[str]) -> _M:
+    """A ``cls`` holding ``fields`` (every field, by name, already valid), of which
+    ``fields_set`` count as set: what validation or ``model_copy`` would make, without
+    either (no extra fields, no private attributes, as API models have none). It is
+    how copies, copy-on-write updates and objects read back from a store are made."""
+    m = _new(cls)
+    _set_dict(m, fields)
+    _set_extra(m, None)
+    _set_fields_set(m, fields_set)
+    _set_private(m, None)
+    return m
 #: Immutable leaf types of API objects: shared by copies, never copied.
 _ATOMS = frozenset({str, int, float, bool, type(None), Quantity})
 

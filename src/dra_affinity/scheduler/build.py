@@ -16,10 +16,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-M = TypeVar("M", bound=BaseModel)
+from dra_affinity.api.meta import assemble
 
-_new = object.__new__
-_set = object.__setattr__
+M = TypeVar("M", bound=BaseModel)
 
 # Per model class: the defaults as one dict in field order, the fields with a default
 # factory, and every field name.
@@ -54,12 +53,7 @@ def built(cls: type[M], **values: Any) -> M:
     for name, factory in factories:
         if name not in values:
             data[name] = factory()
-    m = _new(cls)
-    _set(m, "__dict__", data)
-    _set(m, "__pydantic_fields_set__", set(values))
-    _set(m, "__pydantic_extra__", None)
-    _set(m, "__pydantic_private__", None)
-    return m
+    return assemble(cls, data, set(values))
 
 
 def replaced(m: M, **updates: Any) -> M:
@@ -70,9 +64,4 @@ def replaced(m: M, **updates: Any) -> M:
         raise TypeError(f"{cls.__name__}: unknown fields {sorted(set(updates) - names)}")
     data = m.__dict__.copy()
     data.update(updates)
-    out = _new(cls)
-    _set(out, "__dict__", data)
-    _set(out, "__pydantic_fields_set__", m.__pydantic_fields_set__ | updates.keys())
-    _set(out, "__pydantic_extra__", None)
-    _set(out, "__pydantic_private__", None)
-    return out
+    return assemble(cls, data, m.__pydantic_fields_set__ | updates.keys())

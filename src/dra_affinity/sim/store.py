@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Final, Generic, TypeVar
 
-from dra_affinity.api.meta import K8sModel
+from dra_affinity.api.meta import K8sModel, assemble
 from dra_affinity.api.quantity import Quantity
 
 T = TypeVar("T", bound=K8sModel)
@@ -36,7 +36,6 @@ DEFAULT_HOT = 64
 #: that many: shapes hold no names or values) the table starts afresh, so it is bounded.
 MAX_SHAPES = 1 << 16
 
-_set = object.__setattr__
 _LEAF: Final = 0  # a value taken from the flat tuple
 _NONE: Final = 1  # None, kept in the shape
 _MODEL: Final = 2
@@ -146,12 +145,8 @@ def _build(shape: Any, values: Iterator[Any]) -> Any:
     tag = shape[0]
     if tag == _MODEL:
         _, cls, keys, fields_set, children = shape
-        m = cls.__new__(cls)
-        _set(m, "__dict__", {k: _build(s, values) for k, s in zip(keys, children, strict=True)})
-        _set(m, "__pydantic_extra__", None)
-        _set(m, "__pydantic_fields_set__", set(fields_set))
-        _set(m, "__pydantic_private__", None)
-        return m
+        return assemble(cls, {k: _build(s, values) for k, s in zip(keys, children, strict=True)},
+                        set(fields_set))
     if tag == _LIST:
         return [_build(s, values) for s in shape[1]]
     return {k: _build(s, values) for k, s in zip(shape[1], shape[2], strict=True)}
