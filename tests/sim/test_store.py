@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from dra_affinity.api.core import Pod
+from dra_affinity.api.meta import ObjectMeta
 from dra_affinity.api.resource import ResourceClaim
 from dra_affinity.cli import main
 from dra_affinity.features import Features
@@ -95,6 +97,157 @@ def test_parts_shared_with_other_objects_are_kept_as_they_are() -> None:
     # Once nothing else holds the part, it is encoded like any other.
     alone = pod.model_copy(deep=True)
     assert not any(v is alone.spec.containers for v in codec.encode(alone).values)
+
+
+def _fresh(obj: Any) -> tuple[Any, tuple[Any, ...]]:
+    """What a codec that has seen nothing makes of ``obj``: no matcher involved."""
+    values: list[Any] = []
+    return _Codec()._shape(obj, values), tuple(values)
+
+
+class _OtherMeta(ObjectMeta):
+    """Another model class with ObjectMeta's fields."""
+
+
+_SHARED_EMPTY: list[Any] = []
+
+
+def _variants(claim: ResourceClaim, pod: Pod) -> list[tuple[Any, Any]]:
+    """(base, variant) pairs: each variant differs from its base in one way a shape
+    records (or in none: only values), and shares no part with it."""
+    own_pod, own_claim = pod.model_copy(deep=True), claim.model_copy(deep=True)
+
+    def changed(base: Any, change: Any) -> tuple[Any, Any]:
+        v = base.model_copy(deep=True)
+        change(v)
+        return base, v
+
+    def rename(p: Any) -> None:
+        p.metadata.name = "another-name"
+        p.metadata.uid = "another-uid"
+
+    def with_label(p: Any) -> None:
+        p.metadata.labels["app"] = "x"  # an empty dict made a dict with a key
+
+    def unset_node(p: Any) -> None:
+        p.spec.node_name = None  # a scalar made None
+
+    def longer_list(p: Any) -> None:
+        p.spec.resource_claims.append(p.spec.resource_claims[0].model_copy())
+
+    def empty_list(p: Any) -> None:
+        p.spec.resource_claims = []
+
+    def fewer_set(p: Any) -> None:
+        p.metadata.__pydantic_fields_set__.discard("generation")  # other set fields
+
+    def share(p: Any) -> None:
+        p.spec.containers = pod.spec.containers  # a part held elsewhere too: a leaf
+
+    def int_for_str(p: Any) -> None:
+        p.metadata.name = 7  # another scalar type: the same shape
+
+    def model_for_str(c: Any) -> None:
+        c.metadata.name = c.spec  # a part where a scalar was: not the same shape
+
+    def capacity_keys(c: Any) -> None:
+        consumed = c.status.allocation.devices.results[0].consumed_capacity
+        (name, amount), = consumed.items()
+        c.status.allocation.devices.results[0].consumed_capacity = {
+            "example.com/other": amount, name: amount}  # other keys, another order
+
+    def capacity_order(c: Any) -> None:
+        result = c.status.allocation.devices.results[0]
+        result.consumed_capacity = dict(reversed(list(result.consumed_capacity.items())))
+
+    def no_reservations(c: Any) -> None:
+        c.status.reserved_for = []
+
+    def deallocated(c: Any) -> None:
+        c.status.allocation = None  # a sub-model made None
+
+    # Through __dict__, so that nothing else (the set fields) changes with it.
+    def set_a_none(p: Any) -> None:
+        assert p.metadata.generate_name is None
+        p.metadata.__dict__["generate_name"] = "x"  # None made a scalar
+
+    def fill_an_empty_list(p: Any) -> None:
+        assert p.metadata.finalizers == []
+        p.metadata.__dict__["finalizers"] = ["x"]
+
+    def reorder_fields(p: Any) -> None:
+        fields = list(p.metadata.__dict__.items())
+        assert [k for k, _ in fields[:3]] == ["name", "generate_name", "namespace"]
+        fields[0], fields[2] = fields[2], fields[0]  # two strings: the types still line up
+        object.__setattr__(p.metadata, "__dict__", dict(fields))
+
+    def another_class(p: Any) -> None:
+        p.metadata = _OtherMeta.model_validate(p.metadata.to_dict())  # same fields
+
+    def drop_a_shared_part(p: Any) -> None:
+        p.spec.containers = None
+
+    def share_an_empty_list(p: Any) -> None:
+        p.spec.containers = _SHARED_EMPTY  # held elsewhere, but an empty list all the same
+
+    pairs = [changed(own_pod, f) for f in (
+        rename, with_label, unset_node, longer_list, empty_list, fewer_set, share, int_for_str,
+        set_a_none, fill_an_empty_list, reorder_fields, another_class)]
+    pairs += [changed(pod, f) for f in (drop_a_shared_part, share_an_empty_list)]
+    pairs += [changed(own_claim, f) for f in (rename, model_for_str, capacity_keys,
+                                              no_reservations, deallocated)]
+    base = own_claim.model_copy(deep=True)
+    capacity_keys(base)
+    pairs.append(changed(base, capacity_order))  # same keys, another order
+    pairs.append((pod, pod.model_copy(deep=True)))  # held elsewhere in the base only
+    return pairs
+
+
+# Two variants hold values of the wrong type (the codec takes any): dumping them warns.
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_an_object_of_the_last_shape_is_encoded_as_a_fresh_codec_would() -> None:
+    """Objects of one kind and shape skip making a shape (a matcher checks the shape
+    while it takes the values): the result is what a codec that has seen nothing
+    makes, for the same object and for any object that differs in its shape."""
+    cluster, _ = _scheduled_cluster(hot=None, pods=6)
+    claims = cluster.list_objects("ResourceClaim")
+    pods = cluster.list_objects("Pod")
+    codec = _Codec()
+    for obj in [*claims, *pods]:  # each kind twice in a row: matchers are made
+        got = codec.encode(obj)
+        shape, values = _fresh(obj)
+        assert got.shape == shape and got.values == values
+        assert all(a is b for a, b in zip(got.values, values, strict=True))
+    assert all(fits is not None for _, fits in codec._last.values())
+    claim, pod = claims[0], pods[0]
+    assert isinstance(claim, ResourceClaim) and isinstance(pod, Pod)
+    matched = 0
+    for base, obj in _variants(claim, pod):
+        codec = _Codec()
+        codec.encode(base)
+        codec.encode(base)
+        assert codec._last[type(base)][1] is not None  # base's matcher is tried on obj
+        got = codec.encode(obj)
+        shape, values = _fresh(obj)
+        assert got.shape == shape and got.values == values, obj
+        assert all(a is b for a, b in zip(got.values, values, strict=True))
+        matched += got.shape is codec._last[type(base)][0] and shape == _fresh(base)[0]
+        back = codec.decode(got)
+        assert back == obj and back.model_dump_json() == obj.model_dump_json()
+    assert matched == 3  # the renamed pod and claim, the other scalar type: base's shape
+
+
+def test_a_shape_seen_once_gets_no_matcher() -> None:
+    """Only a shape made twice in a row is worth a matcher: objects whose shapes
+    alternate are encoded the ordinary way, and right."""
+    codec = _Codec()
+    _, pod = pod_objects("pod-x", 0)
+    other = pod.model_copy(deep=True)
+    other.spec.node_name = None
+    for obj in (pod, other, pod, other):
+        got = codec.encode(obj)
+        assert codec._last[Pod][1] is None
+        assert (got.shape, got.values) == _fresh(obj)
 
 
 def test_store_keeps_at_most_hot_typed_and_reads_back_equal() -> None:

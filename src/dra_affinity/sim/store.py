@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import Any, Final, Generic, TypeVar
 
 from dra_affinity.api.meta import K8sModel, assemble
@@ -58,8 +59,18 @@ def _own_refs() -> int:
     raise AssertionError("unreachable")
 
 
+def _field_refs() -> int:
+    """The same for a matcher (``_compile``), which takes a part from a tuple of its
+    container's values: the container, that tuple, the local and the argument."""
+    d = {"part": object()}
+    vals = tuple(d.values())
+    x = vals[0]
+    return _refcount(x)
+
+
 #: References an unshared part of an object has while it is being encoded.
 _OWN_REFS: Final = _own_refs()
+_FIELD_REFS: Final = _field_refs()
 
 
 class Compact:
@@ -77,6 +88,8 @@ class _Codec:
 
     def __init__(self) -> None:
         self._shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        # By kind: the last shape made, and its matcher once it was made twice in a row.
+        self._last: dict[type, tuple[tuple[Any, ...], _Fits | None]] = {}
 
     def _intern(self, shape: tuple[Any, ...]) -> tuple[Any, ...]:
         got = self._shapes.get(shape)
@@ -89,9 +102,24 @@ class _Codec:
 
     def encode(self, obj: K8sModel) -> Compact:
         values: list[Any] = []
+        # Objects of a kind mostly have the shape the one before had. A shape made twice
+        # in a row gets a matcher (see _compile) that checks an object has it while
+        # taking its values, mostly in C, and makes no shape.
+        last = self._last.get(type(obj))
+        if last is not None:
+            shape, fits = last
+            if fits is not None:
+                if fits(obj, values):
+                    return Compact(shape, tuple(values))
+                values.clear()
         # Only the whole shape is interned: it is hashed once, in C, where interning each
         # part would hash every part again at every level above it.
-        return Compact(self._intern(self._shape(obj, values)), tuple(values))
+        new = self._intern(self._shape(obj, values))
+        if last is None or last[0] is not new:
+            self._last[type(obj)] = (new, None)
+        elif last[1] is None:
+            self._last[type(obj)] = (new, _compile(new, obj))
+        return Compact(new, tuple(values))
 
     def _shape(self, v: Any, values: list[Any]) -> Any:
         t = type(v)
@@ -135,6 +163,113 @@ class _Codec:
 
     def decode(self, c: Compact) -> Any:
         return _build(c.shape, iter(c.values))
+
+
+# ------------------------------------------------------------------ shape matchers
+#: ``fits(obj, values)``: whether ``obj`` has the matcher's shape, exactly as
+#: ``_Codec._shape`` would make it; if so its leaf values are appended to ``values`` in
+#: the order ``_shape`` appends them (if not, ``values`` holds some of them).
+_Fits = Callable[[Any, list[Any]], bool]
+_Run = Callable[[tuple[Any, ...]], tuple[Any, ...]]
+
+_SHARED = 0  # a part kept whole (a leaf that is not a scalar): it must still be shared
+_FIXED = 1  # the empty list: the same shape whoever else holds it
+
+
+def _run(positions: list[int]) -> _Run | None:
+    """What takes the values at ``positions`` of a tuple, as a tuple, in C."""
+    if not positions:
+        return None
+    if positions[-1] - positions[0] == len(positions) - 1:
+        return itemgetter(slice(positions[0], positions[-1] + 1))
+    return itemgetter(*positions)  # two or more positions: a tuple as well
+
+
+def _compile(shape: Any, exemplar: Any) -> _Fits:
+    """A matcher for ``shape`` (a model's, a list's or a dict's), made from an object of
+    that shape: which leaves are scalars (taken in runs, type-checked in C) and which are
+    parts kept whole (checked one by one for still being shared) follows from it."""
+    tag = shape[0]
+    if tag == _MODEL:
+        _, cls, keys, fields_set, children = shape
+        return _compile_fields(children, tuple(exemplar.__dict__.values()), cls, keys, fields_set)
+    if tag == _LIST:
+        return _compile_fields(shape[1], tuple(exemplar), list, None, None)
+    return _compile_fields(shape[2], tuple(exemplar.values()), dict, shape[1], None)
+
+
+def _compile_fields(children: tuple[Any, ...], example: tuple[Any, ...], cls: Any,
+                    keys: tuple[str, ...] | None, fields_set: frozenset[str] | None) -> _Fits:
+    nones: list[int] = []
+    steps: list[tuple[_Run | None, int, Any]] = []
+    run: list[int] = []
+    for pos, (part, x) in enumerate(zip(children, example, strict=True)):
+        if part is _NONE:
+            nones.append(pos)
+        elif part is _LEAF and type(x) in _SCALARS:
+            run.append(pos)
+        else:
+            sub = _SHARED if part is _LEAF else _FIXED if part is _EMPTY_LIST else (
+                part, _compile(part, x) if part is not _EMPTY_DICT else None)
+            steps.append((_run(run), pos, sub))
+            run = []
+    tail = _run(run)
+    none_at = _run(nones)
+    n = len(children)
+    is_model = cls is not list and cls is not dict
+    refs = _FIELD_REFS
+
+    def fits(obj: Any, values: list[Any]) -> bool:
+        if type(obj) is not cls:
+            return False
+        if is_model:
+            d = obj.__dict__
+            if tuple(d) != keys or obj.__pydantic_fields_set__ != fields_set:
+                return False
+            vals = tuple(d.values())
+        elif keys is None:
+            if len(obj) != n:
+                return False
+            vals = tuple(obj)
+        else:
+            if tuple(obj) != keys:
+                return False
+            vals = tuple(obj.values())
+        if none_at is not None and none_at(vals).count(None) != len(nones):
+            return False
+        extend = values.extend
+        for get, pos, sub in steps:
+            if get is not None:
+                got = get(vals)
+                if not _SCALARS.issuperset(map(type, got)):
+                    return False
+                extend(got)
+            x = vals[pos]
+            if sub is _SHARED:
+                if x is None or (type(x) is list and not x) or (
+                        type(x) not in _SCALARS and _refcount(x) <= refs):
+                    return False
+                values.append(x)
+            elif sub is _FIXED:
+                if type(x) is not list or x:
+                    return False
+            else:
+                if x is None or type(x) in _SCALARS or _refcount(x) > refs:
+                    return False  # not a part, or shared: a leaf in a new shape
+                _, match = sub
+                if match is None:  # the empty dict
+                    if type(x) is not dict or x:
+                        return False
+                elif not match(x, values):
+                    return False
+        if tail is not None:
+            got = tail(vals)
+            if not _SCALARS.issuperset(map(type, got)):
+                return False
+            extend(got)
+        return True
+
+    return fits
 
 
 def _build(shape: Any, values: Iterator[Any]) -> Any:
