@@ -97,16 +97,29 @@ def _non_negative(value: Quantity, path: Path) -> Errors:
     return []
 
 
+def _invalid_each(path: Path, value: Any, problems: tuple[str, ...]) -> Errors:
+    """One ``Invalid value`` per problem (called only when there are some: a valid value,
+    the common case, makes no list comprehension's frame)."""
+    return [invalid(path, value, m) for m in problems]
+
+
+def _longer(value: str, limit: int) -> bool:
+    """``nbytes(value) > limit`` without encoding ASCII (its bytes are its characters)."""
+    return len(value) > limit or (not value.isascii() and nbytes(value) > limit)
+
+
 def _dns_label(value: str, path: Path) -> Errors:
     if not value:
         return [required(path)]
-    return [invalid(path, value, m) for m in dns_label_problems(value)]
+    problems = dns_label_problems(value)
+    return _invalid_each(path, value, problems) if problems else []
 
 
 def _dns_subdomain(value: str, path: Path) -> Errors:
     if not value:
         return [required(path)]
-    return [invalid(path, value, m) for m in dns_subdomain_problems(value)]
+    problems = dns_subdomain_problems(value)
+    return _invalid_each(path, value, problems) if problems else []
 
 
 def _driver_name(name: str, path: Path) -> Errors:
@@ -114,9 +127,11 @@ def _driver_name(name: str, path: Path) -> Errors:
     if not name:
         return [required(path)]
     errs: Errors = []
-    if nbytes(name) > DRIVER_NAME_MAX_LENGTH:
+    if _longer(name, DRIVER_NAME_MAX_LENGTH):
         errs.append(too_long(path, DRIVER_NAME_MAX_LENGTH))
-    errs += [invalid(path, name, m) for m in dns_subdomain_problems(name.lower())]
+    problems = dns_subdomain_problems(name.lower())
+    if problems:
+        errs += _invalid_each(path, name, problems)
     return errs
 
 
@@ -125,18 +140,22 @@ def _pool_name(name: str, path: Path) -> Errors:
     if not name:
         return [required(path)]
     errs: Errors = []
-    if nbytes(name) > POOL_NAME_MAX_LENGTH:
+    if _longer(name, POOL_NAME_MAX_LENGTH):
         errs.append(too_long(path, POOL_NAME_MAX_LENGTH))
     for part in name.split("/"):
-        errs += [invalid(path, part, m) for m in dns_subdomain_problems(part)]
+        problems = dns_subdomain_problems(part)
+        if problems:
+            errs += _invalid_each(path, part, problems)
     return errs
 
 
 def _c_identifier(name: str, path: Path) -> Errors:
     errs: Errors = []
-    if nbytes(name) > DEVICE_MAX_ID_LENGTH:
+    if _longer(name, DEVICE_MAX_ID_LENGTH):
         errs.append(too_long(path, DEVICE_MAX_ID_LENGTH))
-    errs += [invalid(path, name, m) for m in c_identifier_problems(name)]
+    problems = c_identifier_problems(name)
+    if problems:
+        errs += _invalid_each(path, name, problems)
     return errs
 
 
@@ -175,8 +194,12 @@ def _qualified_name(name: str, path: Path, *, need_domain: bool = False) -> Erro
 def _labels(labels: Mapping[str, str], path: Path) -> Errors:
     errs: Errors = []
     for k, v in labels.items():
-        errs += [invalid(path, k, m) for m in qualified_label_key_problems(k)]
-        errs += [invalid(path, v, m) for m in label_value_problems(v)]
+        problems = qualified_label_key_problems(k)
+        if problems:
+            errs += _invalid_each(path, k, problems)
+        problems = label_value_problems(v)
+        if problems:
+            errs += _invalid_each(path, v, problems)
     return errs
 
 
@@ -254,7 +277,7 @@ def _parameters(parameters: Any, path: Path) -> Errors:
     """Opaque parameters: a JSON object whose compact JSON encoding is at most 10 Ki."""
     if parameters is None:
         return [required(path)]
-    if not isinstance(parameters, Mapping):
+    if type(parameters) is not dict and not isinstance(parameters, Mapping):
         return [invalid(path, _VALUE_OMITTED, "must be a JSON object")]
     try:
         encoded = _COMPACT_JSON.encode(parameters)

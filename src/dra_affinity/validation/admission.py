@@ -20,6 +20,9 @@ and the KEP are silent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import BaseModel
 
 from dra_affinity.api.core import Node, Pod, PodResourceClaim
@@ -82,14 +85,11 @@ def validate_pod(new: Pod, old: Pod | None = None) -> Errors:
 
 def _pod_claim(c: PodResourceClaim, path: Path) -> Errors:
     errs = _dns_label(c.name, at((path, "name")))
-    sources = [
-        (field, value)
-        for field, value in (
-            ("resourceClaimName", c.resource_claim_name),
-            ("resourceClaimTemplateName", c.resource_claim_template_name),
-        )
-        if value is not None
-    ]
+    sources: list[tuple[str, str]] = []
+    if c.resource_claim_name is not None:
+        sources.append(("resourceClaimName", c.resource_claim_name))
+    if c.resource_claim_template_name is not None:
+        sources.append(("resourceClaimTemplateName", c.resource_claim_template_name))
     if not sources:
         errs.append(
             required(path, "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
@@ -121,24 +121,26 @@ def validate_object(obj: BaseModel, old: BaseModel | None = None) -> Errors:
                 at((ROOT, "kind")), getattr(obj, "kind", type(obj).__name__), "field is immutable"
             )
         ]
-    if isinstance(obj, ResourceSlice):
-        return validate_resource_slice(obj, old if isinstance(old, ResourceSlice) else None)
-    if isinstance(obj, DeviceClass):
-        return validate_device_class(obj, old if isinstance(old, DeviceClass) else None)
-    if isinstance(obj, ResourceClaim):
-        return validate_resource_claim(obj, old if isinstance(old, ResourceClaim) else None)
-    if isinstance(obj, ResourceClaimTemplate):
-        return validate_resource_claim_template(
-            obj, old if isinstance(old, ResourceClaimTemplate) else None
-        )
-    if isinstance(obj, Pod):
-        return validate_pod(obj, old if isinstance(old, Pod) else None)
-    if isinstance(obj, Node):
-        return validate_node(obj, old if isinstance(old, Node) else None)
-    return [
-        invalid(
-            at((ROOT, "kind")),
-            getattr(obj, "kind", type(obj).__name__),
-            "no validation is defined for this kind",
-        )
-    ]
+    validate = _VALIDATORS.get(type(obj))
+    if validate is None:  # a subclass of a kind's model
+        validate = next((v for cls, v in _VALIDATORS.items() if isinstance(obj, cls)), None)
+    if validate is None:
+        return [
+            invalid(
+                at((ROOT, "kind")),
+                getattr(obj, "kind", type(obj).__name__),
+                "no validation is defined for this kind",
+            )
+        ]
+    return validate(obj, old)
+
+
+#: Each kind's validation (``old``, when given, is of the same type: checked first).
+_VALIDATORS: dict[type[BaseModel], Callable[[Any, Any], Errors]] = {
+    ResourceSlice: validate_resource_slice,
+    DeviceClass: validate_device_class,
+    ResourceClaim: validate_resource_claim,
+    ResourceClaimTemplate: validate_resource_claim_template,
+    Pod: validate_pod,
+    Node: validate_node,
+}
