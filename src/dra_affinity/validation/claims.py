@@ -58,6 +58,7 @@ from dra_affinity.validation._errors import (
     not_supported,
     qualified_label_key_problems,
     required,
+    too_many,
 )
 
 
@@ -69,7 +70,8 @@ def validate_device_class(new: DeviceClass, old: DeviceClass | None = None) -> E
     stored = _selector_expressions(old.spec.selectors) if old is not None else set()
     errs += _selectors(new.spec.selectors, at((spec, "selectors")), stored)
     config = at((spec, "config"))
-    errs += _max_items(new.spec.config, DEVICE_CONFIG_MAX, config)
+    if len(new.spec.config) > DEVICE_CONFIG_MAX:
+        errs.append(too_many(config, len(new.spec.config), DEVICE_CONFIG_MAX))
     for i, c in enumerate(new.spec.config):
         errs += _opaque(c.opaque, at((config.index(i), "opaque")))
     if new.spec.extended_resource_name is not None:
@@ -119,17 +121,20 @@ def _claim_spec(spec: ResourceClaimSpec, path: Path, stored: Collection[str]) ->
     errs: Errors = []
     for i, r in enumerate(claim.requests):
         errs += _device_request(r, requests.index(i), stored)
-    errs += _max_items(claim.requests, DEVICE_REQUESTS_MAX, requests)
+    if len(claim.requests) > DEVICE_REQUESTS_MAX:
+        errs.append(too_many(requests, len(claim.requests), DEVICE_REQUESTS_MAX))
     errs += _unique(claim.requests, lambda r: r.name, requests, "name")
     names = _request_names(claim)
 
     constraints = at((devices, "constraints"))
-    errs += _max_items(claim.constraints, DEVICE_CONSTRAINTS_MAX, constraints)
+    if len(claim.constraints) > DEVICE_CONSTRAINTS_MAX:
+        errs.append(too_many(constraints, len(claim.constraints), DEVICE_CONSTRAINTS_MAX))
     for i, c in enumerate(claim.constraints):
         errs += _constraint(c, constraints.index(i), names)
 
     config = at((devices, "config"))
-    errs += _max_items(claim.config, DEVICE_CONFIG_MAX, config)
+    if len(claim.config) > DEVICE_CONFIG_MAX:
+        errs.append(too_many(config, len(claim.config), DEVICE_CONFIG_MAX))
     for i, cfg in enumerate(claim.config):
         errs += _request_refs(cfg.requests, at((config.index(i), "requests")), names)
         errs += _opaque(cfg.opaque, at((config.index(i), "opaque")))
@@ -156,7 +161,8 @@ def _device_request(r: DeviceRequest, path: Path, stored: Collection[str]) -> Er
         for i, sub in enumerate(r.first_available):
             errs += _dns_label(sub.name, at((subs.index(i), "name")))
             errs += _exact_or_sub(sub, subs.index(i), stored)
-        errs += _max_items(r.first_available, FIRST_AVAILABLE_MAX, subs)
+        if len(r.first_available) > FIRST_AVAILABLE_MAX:
+            errs.append(too_many(subs, len(r.first_available), FIRST_AVAILABLE_MAX))
         errs += _unique(r.first_available, lambda s: s.name, subs, "name")
     return errs
 
@@ -178,7 +184,8 @@ def _exact_or_sub(
     elif r.count is not None and r.count <= 0:
         errs.append(invalid(count, r.count, "must be greater than zero"))
     tolerations = at((path, "tolerations"))
-    errs += _max_items(r.tolerations, DEVICE_TOLERATIONS_MAX, tolerations)
+    if len(r.tolerations) > DEVICE_TOLERATIONS_MAX:
+        errs.append(too_many(tolerations, len(r.tolerations), DEVICE_TOLERATIONS_MAX))
     for i, t in enumerate(r.tolerations):
         errs += _toleration(t, tolerations.index(i))
     if r.capacity is not None:
@@ -250,7 +257,8 @@ def _claim_status(status: ResourceClaimStatus, claim: DeviceClaim, path: Path) -
     reserved = at((path, "reservedFor"))
     if status.reserved_for and status.allocation is None:
         errs.append(forbidden(reserved, "may not be specified when `allocation` is not set"))
-    errs += _max_items(status.reserved_for, RESERVED_FOR_MAX, reserved)
+    if len(status.reserved_for) > RESERVED_FOR_MAX:
+        errs.append(too_many(reserved, len(status.reserved_for), RESERVED_FOR_MAX))
     for i, ref in enumerate(status.reserved_for):
         if not ref.resource:
             errs.append(required(at((reserved.index(i), "resource"))))
@@ -270,7 +278,8 @@ def _claim_status(status: ResourceClaimStatus, claim: DeviceClaim, path: Path) -
 def _allocation(alloc: AllocationResult, names: Collection[str], path: Path) -> Errors:
     errs: Errors = []
     results = path.child("devices", "results")
-    errs += _max_items(alloc.devices.results, ALLOCATION_RESULTS_MAX, results)
+    if len(alloc.devices.results) > ALLOCATION_RESULTS_MAX:
+        errs.append(too_many(results, len(alloc.devices.results), ALLOCATION_RESULTS_MAX))
     for i, r in enumerate(alloc.devices.results):
         rp = results.index(i)
         errs += _request_ref(r.request, at((rp, "request")), names)
@@ -282,7 +291,8 @@ def _allocation(alloc: AllocationResult, names: Collection[str], path: Path) -> 
             errs += _qualified_name(name, consumed.key(name))
             errs += _non_negative(amount, consumed.key(name))
     config = path.child("devices", "config")
-    errs += _max_items(alloc.devices.config, 2 * DEVICE_CONFIG_MAX, config)  # class + claim config
+    if len(alloc.devices.config) > 2 * DEVICE_CONFIG_MAX:  # class + claim config
+        errs.append(too_many(config, len(alloc.devices.config), 2 * DEVICE_CONFIG_MAX))
     for i, cfg in enumerate(alloc.devices.config):
         errs += _request_refs(cfg.requests, at((config.index(i), "requests")), names)
         errs += _opaque(cfg.opaque, at((config.index(i), "opaque")))

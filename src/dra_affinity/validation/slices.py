@@ -35,7 +35,6 @@ from dra_affinity.validation._common import (
     _dns_subdomain,
     _driver_name,
     _int64,
-    _max_items,
     _min_cost,
     _node_selector,
     _non_negative,
@@ -103,7 +102,8 @@ def _slice_spec(spec: ResourceSliceSpec, old: ResourceSliceSpec | None, path: Pa
     per_device = spec.per_device_node_selection is True
     for i, device in enumerate(spec.devices):
         errs += _device(device, devices.index(i), per_device)
-    errs += _max_items(spec.devices, RESOURCE_SLICE_MAX_DEVICES, devices)
+    if len(spec.devices) > RESOURCE_SLICE_MAX_DEVICES:
+        errs.append(too_many(devices, len(spec.devices), RESOURCE_SLICE_MAX_DEVICES))
     errs += _unique(spec.devices, lambda d: d.name, devices, "name")
 
     counters = at((path, "sharedCounters"))
@@ -177,7 +177,8 @@ def _device(device: Device, path: Path, per_device: bool) -> Errors:
     errs += _unique(device.consumes_counters, lambda c: c.counter_set, consumes, "counterSet")
 
     taints = at((path, "taints"))
-    errs += _max_items(device.taints, DEVICE_TAINTS_MAX, taints)
+    if len(device.taints) > DEVICE_TAINTS_MAX:
+        errs.append(too_many(taints, len(device.taints), DEVICE_TAINTS_MAX))
     for i, taint in enumerate(device.taints):
         errs += _taint(taint, taints.index(i))
 
