@@ -349,15 +349,23 @@ def test_a_status_write_needs_the_claim_as_it_was_read() -> None:
     assert cluster.claim("default/p-nic") is None
 
 
-def test_an_owned_write_is_stored_without_a_copy_and_the_input_is_left_as_it_was() -> None:
+def test_an_owned_write_stores_the_object_itself_and_changes_none_of_its_parts() -> None:
     cluster = Cluster()
     claim, _ = pod_objects("pod-o", 1)
-    before = claim.to_dict()
+    meta, spec = claim.metadata, claim.spec
+    meta_before, spec_before = meta.to_dict(), spec.to_dict()
     assert cluster.apply(claim, owned=True).applied
     stored = cluster.claim("default/pod-o-nic")
-    assert stored is not None and stored.spec is claim.spec  # handed over: not copied
+    assert stored is claim and stored.spec is spec  # handed over: not copied
     assert stored.metadata.uid and stored.metadata.resource_version == "1"
-    assert claim.to_dict() == before  # stamping copies the metadata it sets
+    # The API server's metadata is new: the metadata handed over (it may be shared, as a
+    # prototype's parts are) is as it was, and so is every other part.
+    assert stored.metadata is not meta and meta.to_dict() == meta_before
+    assert spec.to_dict() == spec_before and "uid" not in meta_before
+    # Writing the stored object back copies it (the store's version is never changed).
+    again = cluster.apply(stored, owned=True).object
+    assert again is not stored and stored.metadata.resource_version == "1"
+    assert again is not None and again.metadata.resource_version == "2"
     other, _ = pod_objects("pod-p", 1)
     assert cluster.apply(other).applied
     copied = cluster.claim("default/pod-p-nic")

@@ -154,8 +154,10 @@ class Cluster:
     # ------------------------------------------------------------------ writes
     def _stamp(self, obj: T, old: TypedObject | None, key: str) -> T:
         """``obj`` (stored under ``key``) with the metadata the API server sets (namespace
-        default, uid, resourceVersion, generation): shallow copies, as
-        ``model_copy(update=...)`` makes, so nothing shared with ``obj`` changes."""
+        default, uid, resourceVersion, generation). The metadata is a new copy (it may be
+        shared); ``obj`` itself is what the store keeps (admission's copy, or an object
+        handed over), so it takes the new metadata as it is, unless it is the stored
+        object itself, which is copied (copy on write)."""
         self._resource_version += 1
         m = obj.metadata
         if old is None:
@@ -176,7 +178,7 @@ class Cluster:
         if not m.namespace and obj.kind not in CLUSTER_SCOPED:
             fields["namespace"] = "default"
             stamped.add("namespace")
-        out = obj.__copy__()
+        out = obj if obj is not old else obj.__copy__()
         out.__dict__["metadata"] = meta
         out.__pydantic_fields_set__.add("metadata")
         return out
@@ -204,7 +206,9 @@ class Cluster:
         ``owned``: the caller hands ``obj`` over, as an API server's decoder hands over
         what it decoded: neither it nor any of its parts is mutated again (parts may be
         shared with objects the caller keeps, which it must not mutate either). Then
-        admission stores it without a defensive deep copy. By default the stored object
+        admission stores it without a defensive deep copy, and ``obj`` becomes the stored
+        object: the API server's metadata (uid, resourceVersion, ...) is set on it, as a
+        new ``metadata`` (its other parts are not changed). By default the stored object
         is a copy, and the caller may do what it likes with ``obj`` afterwards."""
         if obj.kind not in self._objects:
             return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
