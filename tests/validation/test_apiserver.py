@@ -195,3 +195,50 @@ def test_name_checks_remember_short_values_only() -> None:
     for i in range(_errors._MEMO_SIZE + 10):
         assert check(f"n{i}") == ()
     assert 0 < len(memo) <= _errors._MEMO_SIZE and check("Not_A_Label") == (_errors.DNS_LABEL_MSG,)
+
+
+def test_a_valid_claim_spec_is_checked_once_by_content(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claims stamped from one template repeat their spec: a created claim's spec found
+    valid is remembered by its content; anything else is checked every time."""
+    from dra_affinity.api.resource import ResourceClaim
+    from dra_affinity.validation import claims
+
+    checked: list[object] = []
+    real = claims._claim_spec
+
+    def counting(spec, path, stored):  # type: ignore[no-untyped-def]
+        checked.append(spec)
+        return real(spec, path, stored)
+
+    monkeypatch.setattr(claims, "_claim_spec", counting)
+    monkeypatch.setattr(claims, "_VALID_SPECS", {})
+
+    def claim(name: str, request: str = "gpu", params: str = "x") -> ResourceClaim:
+        m = resource_claim()
+        m["metadata"]["name"] = name
+        m["spec"] = {"devices": {
+            "requests": [{"name": request, "exactly": {"deviceClassName": "gpu"}}],
+            "config": [{"requests": [request], "opaque": {
+                "driver": "gpu.example.com", "parameters": {"p": params}}}]}}
+        return ResourceClaim.model_validate(m)
+
+    assert admit(claim("a")).ok and admit(claim("b")).ok  # same spec, another claim
+    assert len(checked) == 1
+    assert admit(claim("c", params="y")).ok and len(checked) == 2  # other content
+    # Invalid specs are not remembered: the errors come every time, naming their paths.
+    for _ in range(2):
+        res = admit(claim("d", request="Not_A_Label"))
+        assert [e.path for e in res.errors][:1] == ["spec.devices.requests[0].name"]
+    assert len(checked) == 4
+    # Updates check against the stored version (selectors ratchet): never remembered.
+    stored = admit(claim("a")).object
+    assert stored is not None and len(checked) == 4
+    assert admit(claim("a"), stored).ok and len(checked) == 5
+    # A spec too large to remember is checked each time; the memo is bounded.
+    big = "z" * claims._VALID_SPEC_MAX_BYTES
+    assert admit(claim("e", params=big)).ok and admit(claim("f", params=big)).ok
+    assert len(checked) == 7
+    monkeypatch.setattr(claims, "_VALID_SPECS_MAX", 2)
+    for i in range(5):
+        assert admit(claim(f"g{i}", params=f"v{i}")).ok
+    assert 0 < len(claims._VALID_SPECS) <= 2

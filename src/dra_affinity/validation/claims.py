@@ -307,9 +307,41 @@ def validate_resource_claim(new: ResourceClaim, old: ResourceClaim | None = None
     spec = at((ROOT, "spec"))
     if old is not None and new.spec != old.spec:
         errs.append(immutable(spec, _VALUE_OMITTED))
-    stored = _claim_selectors(old.spec) if old is not None else set()
-    errs += _claim_spec(new.spec, spec, stored)
+    if old is None:
+        errs += _new_claim_spec(new.spec, spec)
+    else:
+        errs += _claim_spec(new.spec, spec, _claim_selectors(old.spec))
     errs += _claim_status(new.status, new.spec.devices, at((ROOT, "status")))
+    return errs
+
+
+#: Specs of created claims found valid, by their JSON (those of at most
+#: ``_VALID_SPEC_MAX_BYTES``; at most ``_VALID_SPECS_MAX`` of them, then afresh).
+_VALID_SPECS: dict[bytes, None] = {}
+_VALID_SPEC_MAX_BYTES = 4096
+_VALID_SPECS_MAX = 1024
+
+
+def _new_claim_spec(spec: ResourceClaimSpec, path: Path) -> Errors:
+    """:func:`_claim_spec` of a claim being created, remembered for valid specs by
+    content: claims stamped from one template (or one workload's manifest) repeat
+    their spec, whose validation is a pure function of it (no stored selectors to
+    ratchet on create), and its JSON costs a fraction of checking it again. An invalid
+    spec is checked every time (its errors name its own paths); a large one too, so
+    what is remembered stays small whatever claims hold."""
+    try:
+        key: bytes | None = spec.__pydantic_serializer__.to_json(spec)
+    except Exception:  # an object built around validation: just check it
+        key = None
+    if key is not None and len(key) > _VALID_SPEC_MAX_BYTES:
+        key = None
+    if key is not None and key in _VALID_SPECS:
+        return []
+    errs = _claim_spec(spec, path, set())
+    if key is not None and not errs:
+        if len(_VALID_SPECS) >= _VALID_SPECS_MAX:
+            _VALID_SPECS.clear()
+        _VALID_SPECS[key] = None
     return errs
 
 
