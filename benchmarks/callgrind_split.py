@@ -12,6 +12,10 @@ only that part's instructions, per attempt:
 - ``setup``: building the cluster and starting the scheduler (once; shown per attempt).
 
     python benchmarks/callgrind_split.py [--nodes 200] [--pods 2000] [--parts harness,decisions]
+        [--without-affinity]
+
+With ``--parts decisions`` run with and ``--without-affinity``, the two decision counts
+give the overhead ratio (baseline / with) as instructions, as the bench gives it as time.
 
 Each part runs inside ``functools.reduce``, and Callgrind collects only while that C
 function runs (``--toggle-collect=functools_reduce``), so the counts hold nothing else.
@@ -35,11 +39,13 @@ from typing import Any
 PARTS = ("harness", "decisions", "setup")
 
 
-def _collected(part: str, nodes: int, pods: int) -> int:
+def _collected(part: str, nodes: int, pods: int, affinity: bool) -> int:
     """Instructions Callgrind collected while ``part`` ran."""
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
            "--toggle-collect=functools_reduce", "--callgrind-out-file=/dev/null",
            sys.executable, __file__, "--child", part, "--nodes", str(nodes), "--pods", str(pods)]
+    if not affinity:
+        cmd.append("--without-affinity")
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # set and dict orders as in every run
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     m = re.search(r"Collected : (\d+)", out.stderr)
@@ -48,7 +54,7 @@ def _collected(part: str, nodes: int, pods: int) -> int:
     return int(m.group(1))
 
 
-def _child(part: str, nodes: int, pods: int) -> None:
+def _child(part: str, nodes: int, pods: int, affinity: bool) -> None:
     """The bench's fill, with ``part`` run inside functools.reduce (collected)."""
     from dra_affinity.bench.throughput import CountingRecorder, build_cluster
     from dra_affinity.features import Features
@@ -70,7 +76,7 @@ def _child(part: str, nodes: int, pods: int) -> None:
         cluster.delete("Pod", f"default/{name}")
         cluster.delete("ResourceClaim", f"default/{name}-nic")
 
-    spec = WorkloadSpec(nodes=nodes, devices_per_node=8, seed=1, affinity=True)
+    spec = WorkloadSpec(nodes=nodes, devices_per_node=8, seed=1, affinity=affinity)
     with tuned_gc():
         def setup() -> tuple[Any, Any]:
             cluster = build_cluster(spec)
@@ -106,10 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pods", type=int, default=2000, help="attempts (the fill may end first)")
     ap.add_argument("--parts", default="harness,decisions,setup",
                     help=f"comma-separated, of {', '.join(PARTS)}")
+    ap.add_argument("--without-affinity", action="store_true",
+                    help="the baseline variant: slices without sharingAffinity")
     ap.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        _child(args.child, args.nodes, args.pods)
+        _child(args.child, args.nodes, args.pods, not args.without_affinity)
         return 0
     parts = [p for p in args.parts.split(",") if p]
     unknown = sorted(set(parts) - set(PARTS))
@@ -119,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         print("callgrind_split: valgrind is not installed (it counts the instructions)",
               file=sys.stderr)
         return 2
-    per_attempt = {p: round(_collected(p, args.nodes, args.pods) / args.pods) for p in parts}
-    out: dict[str, Any] = {"nodes": args.nodes, "attempts": args.pods,
+    affinity = not args.without_affinity
+    per_attempt = {p: round(_collected(p, args.nodes, args.pods, affinity) / args.pods)
+                   for p in parts}
+    out: dict[str, Any] = {"nodes": args.nodes, "attempts": args.pods, "affinity": affinity,
                            "instructionsPerAttempt": per_attempt}
     if "harness" in per_attempt and "decisions" in per_attempt:
         out["harnessOverDecisions"] = round(per_attempt["harness"] / per_attempt["decisions"], 3)
