@@ -20,6 +20,7 @@ give the overhead ratio (baseline / with) as instructions, as the bench gives it
 Each part runs inside ``functools.reduce``, and Callgrind collects only while that C
 function runs (``--toggle-collect=functools_reduce``), so the counts hold nothing else.
 Needs ``valgrind`` on the PATH; a run at the defaults takes a few minutes.
+``DRA_AFFINITY_BENCH_SCALE=F`` shrinks the nodes and the attempts to F of theirs.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from typing import Any
 PARTS = ("harness", "decisions", "setup")
 
 
-def _collected(part: str, nodes: int, pods: int, affinity: bool) -> int:
-    """Instructions Callgrind collected while ``part`` ran."""
+def _collected(part: str, nodes: int, pods: int, affinity: bool) -> tuple[int, int]:
+    """Instructions Callgrind collected while ``part`` ran, and the attempts made (the
+    fill may end before ``pods``)."""
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
            "--toggle-collect=functools_reduce", "--callgrind-out-file=/dev/null",
            sys.executable, __file__, "--child", part, "--nodes", str(nodes), "--pods", str(pods)]
@@ -49,9 +51,10 @@ def _collected(part: str, nodes: int, pods: int, affinity: bool) -> int:
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # set and dict orders as in every run
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     m = re.search(r"Collected : (\d+)", out.stderr)
-    if out.returncode != 0 or m is None:
+    lines = out.stdout.split()
+    if out.returncode != 0 or m is None or not lines or not lines[-1].isdigit():
         raise SystemExit(f"callgrind_split: the {part} run failed:\n{out.stderr[-2000:]}")
-    return int(m.group(1))
+    return int(m.group(1)), int(lines[-1])
 
 
 def _child(part: str, nodes: int, pods: int, affinity: bool) -> None:
@@ -116,6 +119,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="the baseline variant: slices without sharingAffinity")
     ap.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    scale_raw = os.environ.get("DRA_AFFINITY_BENCH_SCALE", "").strip()
+    if scale_raw and not args.child:
+        # As for `dra-affinity bench` and the soak: documentation and CI run the documented
+        # command at a fraction of its size.
+        try:
+            scale = float(scale_raw)
+        except ValueError:
+            scale = -1.0
+        if not 0.0 < scale <= 1.0:
+            ap.error(f"environment variable DRA_AFFINITY_BENCH_SCALE={scale_raw!r}: "
+                     "must be a number greater than 0 and at most 1")
+        nodes, pods = max(1, round(args.nodes * scale)), max(1, round(args.pods * scale))
+        print(f"note: DRA_AFFINITY_BENCH_SCALE={scale:g}: --nodes {args.nodes} -> {nodes}, "
+              f"--pods {args.pods} -> {pods}", file=sys.stderr)
+        args.nodes, args.pods = nodes, pods
+    if args.nodes < 1 or args.pods < 1:
+        ap.error("--nodes and --pods must be at least 1")
     if args.child:
         _child(args.child, args.nodes, args.pods, not args.without_affinity)
         return 0
@@ -128,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     affinity = not args.without_affinity
-    per_attempt = {p: round(_collected(p, args.nodes, args.pods, affinity) / args.pods)
-                   for p in parts}
-    out: dict[str, Any] = {"nodes": args.nodes, "attempts": args.pods, "affinity": affinity,
+    counts = {p: _collected(p, args.nodes, args.pods, affinity) for p in parts}
+    attempts = min(n for _, n in counts.values())  # the same fill in every part
+    per_attempt = {p: round(c / attempts) for p, (c, _) in counts.items()}
+    out: dict[str, Any] = {"nodes": args.nodes, "attempts": attempts, "affinity": affinity,
                            "instructionsPerAttempt": per_attempt}
     if "harness" in per_attempt and "decisions" in per_attempt:
         out["harnessOverDecisions"] = round(per_attempt["harness"] / per_attempt["decisions"], 3)
