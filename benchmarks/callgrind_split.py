@@ -37,6 +37,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from dra_affinity.bench.scale import BENCH_SCALE_ENV, bench_scale, scaled
+
 PARTS = ("harness", "decisions", "setup")
 
 
@@ -119,19 +121,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="the baseline variant: slices without sharingAffinity")
     ap.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    scale_raw = os.environ.get("DRA_AFFINITY_BENCH_SCALE", "").strip()
-    if scale_raw and not args.child:
+    try:
+        scale = None if args.child else bench_scale()
+    except ValueError as e:
+        ap.error(str(e))
+    if scale is not None:
         # As for `dra-affinity bench` and the soak: documentation and CI run the documented
         # command at a fraction of its size.
-        try:
-            scale = float(scale_raw)
-        except ValueError:
-            scale = -1.0
-        if not 0.0 < scale <= 1.0:
-            ap.error(f"environment variable DRA_AFFINITY_BENCH_SCALE={scale_raw!r}: "
-                     "must be a number greater than 0 and at most 1")
-        nodes, pods = max(1, round(args.nodes * scale)), max(1, round(args.pods * scale))
-        print(f"note: DRA_AFFINITY_BENCH_SCALE={scale:g}: --nodes {args.nodes} -> {nodes}, "
+        nodes, pods = scaled(args.nodes, scale), scaled(args.pods, scale)
+        print(f"note: {BENCH_SCALE_ENV}={scale:g}: --nodes {args.nodes} -> {nodes}, "
               f"--pods {args.pods} -> {pods}", file=sys.stderr)
         args.nodes, args.pods = nodes, pods
     if args.nodes < 1 or args.pods < 1:

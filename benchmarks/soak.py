@@ -33,6 +33,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from dra_affinity.bench.scale import BENCH_SCALE_ENV, bench_scale, scaled
 from dra_affinity.bench.throughput import CountingRecorder, build_cluster, process_cpu_seconds
 from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
@@ -190,21 +191,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", type=Path, default=None,
                     help="append each sample to this file as it is taken ('attempts rssMB')")
     args = ap.parse_args(argv)
-    scale_raw = os.environ.get("DRA_AFFINITY_BENCH_SCALE", "").strip()
-    if scale_raw:
+    try:
+        scale = bench_scale()
+    except ValueError as e:
+        ap.error(str(e))
+    if scale is not None:
         # As for `dra-affinity bench`: documentation and CI run the documented long command
         # at a fraction of its size: fewer nodes, fewer attempts, samples closer together.
-        try:
-            scale = float(scale_raw)
-        except ValueError:
-            scale = -1.0
-        if not 0.0 < scale <= 1.0:
-            ap.error(f"environment variable DRA_AFFINITY_BENCH_SCALE={scale_raw!r}: "
-                     "must be a number greater than 0 and at most 1")
-        attempts = max(1, round(args.attempts * scale))
-        every = None if args.sample_every is None else max(1, round(args.sample_every * scale))
-        nodes = max(1, round(args.nodes * scale))
-        print(f"note: DRA_AFFINITY_BENCH_SCALE={scale:g}: --nodes {args.nodes} -> {nodes}, "
+        attempts = scaled(args.attempts, scale)
+        every = None if args.sample_every is None else scaled(args.sample_every, scale)
+        nodes = scaled(args.nodes, scale)
+        print(f"note: {BENCH_SCALE_ENV}={scale:g}: --nodes {args.nodes} -> {nodes}, "
               f"--attempts {args.attempts} -> {attempts}"
               + (f", --sample-every {args.sample_every} -> {every}" if every is not None else ""),
               file=sys.stderr)

@@ -7,11 +7,9 @@ from typing import Any, NoReturn
 
 import click
 
-from ._base import EXIT_INPUT, _console, _dump, main
+from dra_affinity.bench.scale import BENCH_SCALE_ENV, bench_scale, scaled
 
-#: Environment variable that scales a bench down (nodes, scaling cells, packing arrivals):
-#: lets documentation and CI run the documented large commands at a fraction of the size.
-BENCH_SCALE_ENV = "DRA_AFFINITY_BENCH_SCALE"
+from ._base import EXIT_INPUT, _console, _dump, main
 
 #: Workload options shared by the throughput bench and --packing (CLI name, parameter name).
 _WORKLOAD_OPTIONS = (("--nodes", "nodes"), ("--devices-per-node", "devices_per_node"),
@@ -23,23 +21,10 @@ _SCALING_OPTIONS = (("--scaling-pods", "scaling_pods"), ("--scaling-nodes", "sca
 
 def _bench_scale() -> float | None:
     """The size factor from :data:`BENCH_SCALE_ENV`, or None when unset."""
-    import os
-
-    raw = os.environ.get(BENCH_SCALE_ENV, "").strip()
-    if not raw:
-        return None
     try:
-        scale = float(raw)
-    except ValueError:
-        scale = -1.0
-    if not 0.0 < scale <= 1.0:
-        _usage_error(f"environment variable {BENCH_SCALE_ENV}={raw!r}: "
-                     "must be a number greater than 0 and at most 1")
-    return scale
-
-
-def _scaled(n: int, scale: float | None) -> int:
-    return n if scale is None else max(1, round(n * scale))
+        return bench_scale()
+    except ValueError as e:
+        _usage_error(str(e))
 
 
 def _usage_error(message: str) -> NoReturn:
@@ -172,9 +157,9 @@ def _bench_throughput(scale: float | None, scaling: bool, scaling_pods: int,
     from dra_affinity.progress import phase_progress
     from dra_affinity.sim.workload import WorkloadSpec
 
-    spec = WorkloadSpec(**{**workload, "nodes": _scaled(workload["nodes"], scale)})
-    sn = tuple(_scaled(n, scale) for n in scaling_nodes)
-    sp = _scaled(scaling_pods, scale)
+    spec = WorkloadSpec(**{**workload, "nodes": scaled(workload["nodes"], scale)})
+    sn = tuple(scaled(n, scale) for n in scaling_nodes)
+    sp = scaled(scaling_pods, scale)
     changes = [f"--nodes {workload['nodes']} -> {spec.nodes}"]
     if scaling:
         changes += [f"--scaling-nodes {','.join(map(str, scaling_nodes))} -> {','.join(map(str, sn))}",
@@ -207,8 +192,8 @@ def _bench_packing(given: Any, scale: float | None, seed: int, plots: str | None
         except ImportError:
             _usage_error("--plots needs matplotlib: pip install 'dra-affinity[plots]'")
     full = replace(DEFAULT_SPEC, **{k: v for k, v in workload.items() if given(k)})
-    spec = replace(full, nodes=_scaled(full.nodes, scale),
-                   max_pods=None if full.max_pods is None else _scaled(full.max_pods, scale))
+    spec = replace(full, nodes=scaled(full.nodes, scale),
+                   max_pods=None if full.max_pods is None else scaled(full.max_pods, scale))
     _scale_note(scale, [f"nodes {full.nodes} -> {spec.nodes}",
                         f"arrivals {full.max_pods} -> {spec.max_pods}"])
     with spinner(f"packing: {spec.nodes} nodes, {spec.max_pods} arrivals, first-fit and affinity scoring"):
