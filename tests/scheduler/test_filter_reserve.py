@@ -21,8 +21,11 @@ from builders import (
     pod,
 )
 from dra_affinity.observe.metrics import COMPATIBLE_REUSE, LOCK_CONFLICT, NO_KEYS
+from dra_affinity.scheduler import reserve as reserve_module
+from dra_affinity.scheduler.cycle import CycleState
 from dra_affinity.structured import reasons as R
 from dra_affinity.structured.model import Result
+from dra_affinity.structured.state import Share
 
 ETH1, ETH2 = dev("node-1", "eth1"), dev("node-1", "eth2")
 
@@ -193,6 +196,63 @@ def test_reserve_conflict_on_concurrent_cycles() -> None:
     assert codes(out[1]) == [R.RESERVE_CONFLICT]
     assert env.status(ETH1) == ("Locked", {"subnet": "subnet-X"})
     assert sorted(s.claim for s in env.scheduler.state.shares(ETH1)) == ["default/a-nic", "default/c-nic"]
+
+
+def _filtered(env: Env, name: str) -> CycleState:
+    """PreFilter and Filter for one pod, stopping before Reserve."""
+    sched = env.scheduler
+    cyc = sched.prefilter(env.cluster.pod(f"default/{name}"))  # type: ignore[arg-type]
+    sched._filter(cyc, sched.state)
+    assert cyc.chosen is not None
+    return cyc
+
+
+def test_reserve_skips_the_recheck_only_when_nothing_changed_since_filter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reserve re-derives nothing when the snapshot and the state are as Filter saw them."""
+    env = one_node(["eth1"])
+    env.add_pod("a", nic_params("subnet-X"))
+    cyc = _filtered(env, "a")
+    calls: list[str] = []
+    real = reserve_module._recheck
+    monkeypatch.setattr(reserve_module, "_recheck", lambda *a: calls.append("recheck") or real(*a))
+    assert reserve_module.reserve(env.scheduler.state, env.scheduler.snapshot(), cyc) is None
+    assert calls == []
+    assert env.status(ETH1) == ("Locked", {"subnet": "subnet-X"})
+    # Without Filter's mark (a caller that built the choice itself), it re-checks.
+    env.add_pod("b", nic_params("subnet-X"))
+    cyc = _filtered(env, "b")
+    cyc.filtered_on = None
+    assert reserve_module.reserve(env.scheduler.state, env.scheduler.snapshot(), cyc) is None
+    assert calls == ["recheck"]
+
+
+def test_reserve_rechecks_a_lock_set_since_filter() -> None:
+    """A state change between Filter and Reserve (here another claim's share, added
+    directly) makes Reserve re-check: the stale choice conflicts and records nothing."""
+    env = one_node(["eth1"])
+    env.add_pod("a", nic_params("subnet-X"))
+    cyc = _filtered(env, "a")
+    state = env.scheduler.state
+    assert cyc.chosen is not None
+    planned = cyc.chosen.shares[0]
+    state.add(ETH1, Share("default/other", "nic", "id-1", planned.consumed, (("subnet", "subnet-Y"),),
+                          gated=True), exclusive=False)
+    conflict = reserve_module.reserve(state, env.scheduler.snapshot(), cyc)
+    assert conflict is not None and conflict.code == R.RESERVE_CONFLICT
+    assert [s.claim for s in state.shares(ETH1)] == ["default/other"]
+
+
+def test_reserve_rechecks_after_the_snapshot_changed() -> None:
+    """A slice change after Filter (the device is gone) is seen by Reserve."""
+    env = one_node(["eth1"])
+    env.add_pod("a", nic_params("subnet-X"))
+    cyc = _filtered(env, "a")
+    env.apply(meta_slice("node-1", generation=2))
+    env.apply(device_slice("node-1", ["eth2"], generation=2))
+    conflict = reserve_module.reserve(env.scheduler.state, env.scheduler.snapshot(), cyc)
+    assert conflict is not None and "disappeared" in conflict.message
+    assert not env.scheduler.state.is_allocated(ETH1)
 
 
 def test_unreserve_rolls_back() -> None:

@@ -64,6 +64,9 @@ class CycleState:
     # unallocated claim, one request with one way to satisfy it, count 1, not All, no
     # constraints. Then a node fits exactly when one of its devices does.
     single: tuple[ClaimSpec, RequestSpec] | None = None
+    # What Filter saw when it chose: (snapshot, state, state.version). Reserve re-checks
+    # the choice only if any of them changed since (another pod's Reserve in between).
+    filtered_on: tuple[object, object, int] | None = None
 
     def __post_init__(self) -> None:
         if len(self.to_allocate) != 1 or self.allocated:

@@ -69,10 +69,30 @@ def refresh_claims(view: ClusterView, cyc: CycleState) -> Reason | None:
 
 
 def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | None:
-    """Atomically re-check and record this pod's shares as tentative."""
+    """Atomically re-check and record this pod's shares as tentative.
+
+    The re-check is skipped when nothing changed since Filter chose (the same snapshot,
+    and the same state at the same version): it would re-derive Filter's own answer.
+    Another pod's Reserve in between (a batch), a slice change or a restart changes
+    one of them, and then every share is re-checked."""
     assert cyc.chosen is not None
-    node = cyc.chosen.node
     shares = cyc.chosen.shares
+    seen = cyc.filtered_on
+    if seen is None or seen[0] is not snap or seen[1] is not state or seen[2] != state.version:
+        conflict = _recheck(state, snap, cyc.chosen.node, shares)
+        if conflict is not None:
+            return conflict
+    for s in shares:
+        state.add(s.device.id, Share(s.claim, s.request, s.share_id, s.consumed, s.keys,
+                                     tentative=True, gated=s.keys is not None, preferred=s.preferred),
+                  exclusive=s.exclusive)
+    return None
+
+
+def _recheck(state: AllocatedState, snap: Snapshot, node: str,
+             shares: Sequence[PlannedShare]) -> Reason | None:
+    """Filter's choice against the live cache: capacity, and the lock rule for the keys
+    Filter extracted (no second CEL pass); the first conflict, or None."""
     pending: dict[str, AffinityKeys] = {}
     extra: dict[str, dict[str, Number]] = {}
     affinity_states = state.affinity_states
@@ -117,10 +137,6 @@ def reserve(state: AllocatedState, snap: Snapshot, cyc: CycleState) -> Reason | 
                               f"device {d.id} was locked to {dict(lock or ())} since Filter; "
                               f"claim {s.claim} request {s.request} needs {dict(keys)}", node, d.id)
             pending.setdefault(did, keys)
-    for s in shares:
-        state.add(s.device.id, Share(s.claim, s.request, s.share_id, s.consumed, s.keys,
-                                     tentative=True, gated=s.keys is not None, preferred=s.preferred),
-                  exclusive=s.exclusive)
     return None
 
 

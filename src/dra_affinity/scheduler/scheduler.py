@@ -190,6 +190,7 @@ class Scheduler:
         try:
             if not snap.nodes:
                 cyc.node_reasons.append(Reason(R.NO_NODES, "no nodes in the cluster"))
+            cyc.filtered_on = (snap, state, state.version)
             if self.indexed.applies(cyc, state):
                 if self.indexed.find(cyc, snap, state, self.scoring):
                     return
