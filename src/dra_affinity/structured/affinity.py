@@ -99,6 +99,8 @@ def pool_gate(d: DeviceInfo, affinity_enabled: bool) -> PoolGate | None:
     multi-allocatable device with the feature on (the device sharing affinity
     would gate), as ``PoolIncomplete`` otherwise."""
     pi = d.pool_info
+    if pi.sound and (affinity_enabled or not pi.declares_sharing_affinity):
+        return None  # the common case: none of the reasons below applies
     if pi.invalid_reason:
         return R.POOL_INVALID, lambda: f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}"
     if pi.declares_sharing_affinity and not affinity_enabled:

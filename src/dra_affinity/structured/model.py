@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,13 @@ class PoolInfo:
     affinity_invalid_reason: str | None = None
     # Experiment: extractors the pool marks preferred (not in ``extractors``).
     preferred_extractors: tuple[Extractor, ...] = ()
+    # No reason of its own rules the pool out (read by the pool gate for every device
+    # on every pass, where three separate reads would be).
+    sound: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sound", not (self.incomplete_reason or self.invalid_reason
+                                               or self.affinity_invalid_reason))
 
     @property
     def id(self) -> PoolID:
@@ -48,8 +56,10 @@ class PoolInfo:
     @functools.cached_property
     def extraction_token(self) -> str:
         """(driver, extractor set) as one string: a memo key part whose hash Python caches,
-        where the tuple's would be recomputed on every lookup."""
-        return repr((self.driver, self.extractor_set))
+        where the tuple's would be recomputed on every lookup. Interned: the pools of
+        one driver share one extractor set, so their tokens are one object, compared by
+        identity in the memo's keys."""
+        return sys.intern(repr((self.driver, self.extractor_set)))
 
 
 @dataclass(frozen=True, eq=False)
