@@ -103,7 +103,7 @@ def test_free_index_stays_exact_when_the_change_log_drops_entries(
     assert index.state.changes_since(index.seen) is None
     index.catch_up()
     fresh = type(index)(sched.snapshot(), sched.state, True)
-    assert index.category == fresh.category
+    assert index.node_cats == fresh.node_cats
     assert index.by_category == {k: v for k, v in fresh.by_category.items()}
     assert index.count == fresh.count
 

@@ -3,10 +3,17 @@ candidate order)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dra_affinity.features import Features
+from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.fastpath.freeindex import FreeIndex, _union
+from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.sim.cluster import Cluster
+from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, slices
+from dra_affinity.structured.model import Result
 
 lists_st = st.lists(st.sets(st.integers(min_value=0, max_value=200), max_size=30), max_size=5)
 
@@ -58,3 +65,49 @@ def test_move_keeps_each_category_the_sorted_nodes_with_a_device_in_it(
             assert index.by_category.get(k, []) == nodes
             if not nodes and k > 1 and k in used:  # an emptied lock value's id is forgotten
                 assert k not in index.by_category and ("v", k) not in index._ids
+
+
+def _by_value(index: FreeIndex) -> tuple[object, ...]:
+    """The index with its categories by value (ids are minted per index, in use order)."""
+    of = index._cat_of
+    return ([[None if c is None else of[c] for c in cats] for cats in index.node_cats],
+            {(pos, of[k]): n for (pos, k), n in index.count.items()},
+            {of[k]: nodes for k, nodes in index.by_category.items()})
+
+
+@pytest.mark.parametrize("affinity", [True, False])
+def test_kept_up_index_equals_a_fresh_one_and_picks_devices_by_category(affinity: bool) -> None:
+    # Kept up from the state's change log through schedules and departures, the index
+    # must hold what one built now from the state holds; and a node's devices in a
+    # category are the ones its per-node list marks, in the node's order.
+    spec = WorkloadSpec(nodes=3, devices_per_node=3, slots=2, affinity=affinity)
+    cluster = Cluster()
+    assert cluster.apply(device_class()).applied
+    for i in range(spec.nodes):
+        for s in slices(spec, i):
+            assert cluster.apply(s).applied
+    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
+    sched.start()
+    index = sched.indexed.free_index()
+    alive: list[str] = []
+    for n in range(40):
+        claim, pod = pod_objects(f"p{n}", n % 4)
+        assert cluster.apply(claim).applied and cluster.apply(pod).applied
+        if sched.schedule(f"default/p{n}").result is Result.SCHEDULED:
+            alive.append(f"p{n}")
+        if len(alive) > 10:
+            gone = alive.pop(n % len(alive))
+            cluster.delete("Pod", f"default/{gone}")
+            cluster.delete("ResourceClaim", f"default/{gone}-nic")
+    index.catch_up()
+    snap = sched.snapshot()
+    fresh = FreeIndex(snap, sched.state, True)
+    assert _by_value(index) == _by_value(fresh)
+    assert any(c is not None for cats in index.node_cats for c in cats)
+    for pos, node in enumerate(snap.nodes):
+        devs = snap.by_node[node]
+        cats = index.node_cats[pos]
+        assert index.devices_in(pos, devs, None) == [d for d, c in zip(devs, cats, strict=True) if c is not None]
+        for cat in set(cats) - {None}:
+            assert index.devices_in(pos, devs, (cat,)) == [d for d, c in zip(devs, cats, strict=True) if c == cat]
+            assert index.devices_in(pos, devs, (cat, -1)) == [d for d, c in zip(devs, cats, strict=True) if c == cat]

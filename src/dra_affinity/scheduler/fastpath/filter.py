@@ -92,13 +92,17 @@ class IndexedFilter:
         bad = self.node_index().verdicts(sig, len(snap.devices)) if single and sig is not None else None
         counters = (state.device_version, state.lock_version, state.release_version)
 
-        def fits(node: str) -> bool:
+        def fits(node: str, pos: int | None = None) -> bool:
+            """Whether the pod fits ``node`` (``pos``: its position, on the free index's
+            path)."""
             if bad is None:
                 devs: Sequence[DeviceInfo] | None = None
                 if free is not None:
                     # Only devices the index says can take the request (room, and
                     # clean or locked to the request's keys); same first viable one.
-                    devs = self.free_index().devices_in(snap.by_node.get(node, ()), cyc.free_allowed)
+                    assert pos is not None
+                    devs = self.free_index().devices_in(pos, snap.by_node.get(node, ()),
+                                                        cyc.free_allowed)
                 res = filter_node(cache, cyc, node, snap, state, scoring, devs)
                 results[node] = res
                 return res.ok
@@ -128,15 +132,16 @@ class IndexedFilter:
                 # that takes the request; then first-fit over everything with room.
                 for pos in self._lock_candidates(cyc, snap):
                     node = snap.nodes[pos]
-                    if fits(node) and results[node].shares and results[node].shares[0].reused_lock:
+                    if fits(node, pos) and results[node].shares and results[node].shares[0].reused_lock:
                         found = node
                         break
                 if found is None:
                     free = self._free_candidates(cyc, snap)
             if found is None and free is not None:
                 for pos in free:
-                    if fits(snap.nodes[pos]):
-                        found = snap.nodes[pos]
+                    node = snap.nodes[pos]
+                    if fits(node, pos):
+                        found = node
                         break
         else:
             assert sig is not None

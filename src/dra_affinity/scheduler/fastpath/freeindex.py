@@ -37,18 +37,25 @@ class FreeIndex:
         self.affinity_enabled = affinity_enabled
         self.nodes = snap.nodes
         self.usable = True
-        self.devices: dict[str, tuple[DeviceInfo, int]] = {}
+        # Device id -> (device, its node's position, its place among the node's devices).
+        self.devices: dict[str, tuple[DeviceInfo, int, int]] = {}
+        # Per node position, each device's category id in the node's device order (None:
+        # no room). Filter reads one node's short list here instead of a lookup per
+        # device by id: a node met for the first time in a while is cold in memory, and
+        # its devices' ids and a dict of every device would be too.
+        self.node_cats: list[list[int | None]] = []
         for i, n in enumerate(snap.nodes):
-            for d in snap.by_node.get(n, ()):
+            devs = snap.by_node.get(n, ())
+            self.node_cats.append([None] * len(devs))
+            for j, d in enumerate(devs):
                 if d.id in self.devices or not snap.node_local.get(d.id, False):
                     self.usable = False
-                self.devices[d.id] = (d, i)
+                self.devices[d.id] = (d, i, j)
         # Categories are interned to small ints: queries compare a device's category
         # against the request's once per device, and lock values are nested tuples.
         self._ids: dict[Any, int] = {CLEAN: _CLEAN_ID, ANY: _ANY_ID}
         self._cat_of: dict[int, Any] = {_CLEAN_ID: CLEAN, _ANY_ID: ANY}
         self._next_id = 2
-        self.category: dict[str, int] = {}
         self.count: dict[tuple[int, int], int] = {}
         # Plain sorted lists: at most one entry per node, so an insert or delete is one
         # bisect and one memmove in C, cheaper up to ~10^5 nodes than a SortedList's
@@ -123,19 +130,18 @@ class FreeIndex:
         entry = self.devices.get(did)
         if entry is None:
             return
-        d, pos = entry
+        d, pos, j = entry
         cat = self._category(d)
         new = None if cat is None else self._id(cat)
-        old = self.category.get(did)
+        cats = self.node_cats[pos]
+        old = cats[j]
         if new == old:
             return
         if old is not None:
             self._move(pos, old, -1)
         if new is not None:
             self._move(pos, new, +1)
-            self.category[did] = new
-        else:
-            self.category.pop(did, None)
+        cats[j] = new
         # ANY (room in any category) only changes when the device gains or loses room;
         # a lock set or cleared on a device with room leaves it as it is.
         if old is None:
@@ -172,16 +178,17 @@ class FreeIndex:
         by = self.by_category
         return _union([by[i] for i in ((_ANY_ID,) if allowed is None else allowed) if i in by])
 
-    def devices_in(self, devices: Iterable[DeviceInfo],
+    def devices_in(self, pos: int, devices: Sequence[DeviceInfo],
                    allowed: tuple[int, ...] | None) -> list[DeviceInfo]:
-        """The node's devices in one of the ``allowed`` categories, in their order."""
-        cat = self.category
+        """The devices of the node at ``pos`` (``devices``: its devices, in the snapshot's
+        order) in one of the ``allowed`` categories, in their order."""
+        cats = self.node_cats[pos]
         if allowed is None:
-            return [d for d in devices if d.id in cat]
+            return [d for d, c in zip(devices, cats, strict=True) if c is not None]
         if len(allowed) == 1:
             only = allowed[0]
-            return [d for d in devices if cat.get(d.id) == only]
-        return [d for d in devices if cat.get(d.id) in allowed]
+            return [d for d, c in zip(devices, cats, strict=True) if c == only]
+        return [d for d, c in zip(devices, cats, strict=True) if c in allowed]
 
     def _known(self, cats: Iterable[Any]) -> list[int]:
         ids = self._ids
