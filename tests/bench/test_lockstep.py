@@ -16,7 +16,7 @@ from dra_affinity.sim.workload import WorkloadSpec
 
 SPEC = WorkloadSpec(nodes=6, devices_per_node=2, values=4, seed=2, fill=0.6)
 COUNTS = ("attempts", "scheduled", "unschedulable", "deletions", "finalFill", "lockedDevices",
-          "extractorEvaluations")
+          "extractorEvaluations", "sameNodeAsPrevious")
 
 
 def test_lockstep_gives_the_figures_of_plain_runs() -> None:
@@ -26,6 +26,20 @@ def test_lockstep_gives_the_figures_of_plain_runs() -> None:
     for s, p in zip(stepped, plain, strict=True):
         assert {k: s[k] for k in COUNTS} == {k: p[k] for k in COUNTS}
     assert stepped[0]["lockedDevices"] > 0 and stepped[1]["lockedDevices"] == 0
+
+
+def test_same_node_as_previous_counts_consecutive_placements_on_one_node() -> None:
+    # One value: both variants place alike, filling node after node (first fit), so
+    # most placements follow one on the same node; many values spread pods out, and
+    # with sharing affinity fewer follow on the same node than without it.
+    one = replace(SPEC, values=1, churn=0.0)
+    same = [run_fill(replace(one, affinity=a))["sameNodeAsPrevious"] for a in (True, False)]
+    assert same[0] == same[1]
+    slots = one.devices_per_node * one.slots
+    assert same[0] == pytest.approx((slots - 1) / slots, abs=0.05)
+    many = replace(SPEC, values=16, zipf=0.0, churn=0.0)
+    spread = [run_fill(replace(many, affinity=a))["sameNodeAsPrevious"] for a in (True, False)]
+    assert spread[0] < spread[1]
 
 
 def test_variants_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -128,6 +128,10 @@ def _fill(spec: WorkloadSpec, cpu0: float, pause: Callable[[], None] | None, chu
     decile_time = [0.0] * 10
     decile_pods = [0] * 10
     attempts = placed = unschedulable = deletions = 0
+    # Placements on the node of the placement before: how often a decision finds the
+    # node's data still warm in the caches from the last one.
+    same_node = 0
+    last_node: str | None = None
     gen = stream(spec)
     ev = next(gen)
     slots_of: dict[str, int] = {}
@@ -154,6 +158,8 @@ def _fill(spec: WorkloadSpec, cpu0: float, pause: Callable[[], None] | None, chu
                 placed += 1
                 used += 1
                 slots_of[ev.pod] = 1
+                same_node += a.node == last_node
+                last_node = a.node
             else:
                 unschedulable += 1
                 cluster.delete("Pod", key)
@@ -200,6 +206,7 @@ def _fill(spec: WorkloadSpec, cpu0: float, pause: Callable[[], None] | None, chu
         # Everything this variant did (build, creating pods and claims through admission,
         # the store, scheduling), as CPU time: against schedulingSeconds, the harness's cost.
         "processCpuSeconds": round(cpu, 3),
+        "sameNodeAsPrevious": round(same_node / placed, 3) if placed else 0.0,
         "lockedDevices": metrics["sharing_affinity_locked_devices"],
         "extractorEvaluations": metrics["sharing_affinity_extractor_evaluations_total"],
     }
