@@ -12,7 +12,7 @@ only that part's instructions, per attempt:
 - ``setup``: building the cluster and starting the scheduler (once; shown per attempt).
 
     python benchmarks/callgrind_split.py [--nodes 200] [--pods 2000] [--parts harness,decisions]
-        [--without-affinity]
+        [--without-affinity] [--cache-sim]
 
 With ``--parts decisions`` run with and ``--without-affinity``, the two decision counts
 give the overhead ratio (baseline / with) as instructions, as the bench gives it as time.
@@ -21,6 +21,15 @@ Each part runs inside ``functools.reduce``, and Callgrind collects only while th
 function runs (``--toggle-collect=functools_reduce``), so the counts hold nothing else.
 Needs ``valgrind`` on the PATH; a run at the defaults takes a few minutes.
 ``DRA_AFFINITY_BENCH_SCALE=F`` shrinks the nodes and the attempts to F of theirs.
+
+``--cache-sim`` also simulates the caches (Callgrind's ``--cache-sim``; :data:`CACHES`,
+this machine's per-core L1 and L2) and reports, per attempt, the misses and an estimate
+of cycles: instructions, plus 10 per first-level miss, plus 100 per last-level miss
+(the weights of Callgrind's own cycle estimate). Instruction counts alone miss what
+memory costs: a path that reads data no recent cycle read pays for it in misses. The
+estimate is given with and without the cyclic collector (``gc_collect_main`` and all it
+calls): a collection runs when allocations cross a threshold, wherever that falls, so
+over a short run whether one lands inside the decisions is luck, not their cost.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -41,12 +51,24 @@ from dra_affinity.bench.scale import BENCH_SCALE_ENV, bench_scale, scaled
 
 PARTS = ("harness", "decisions", "setup")
 
+#: Simulated caches for ``--cache-sim`` (size, associativity, line size): the machine's
+#: L1 (instructions, data) and its per-core L2 as the last level.
+CACHES = {"I1": (32768, 8, 64), "D1": (32768, 8, 64), "LL": (1048576, 16, 64)}
+#: The events of a cache simulation, in Callgrind's names.
+EVENTS = ("Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+#: Where the cyclic collector runs (its inclusive cost is everything it does).
+COLLECTOR = "gc_collect_main"
 
-def _collected(part: str, nodes: int, pods: int, affinity: bool) -> tuple[int, int]:
+
+def _collected(part: str, nodes: int, pods: int, affinity: bool,
+               out_file: str = "/dev/null") -> tuple[int, int]:
     """Instructions Callgrind collected while ``part`` ran, and the attempts made (the
-    fill may end before ``pods``)."""
-    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-           "--toggle-collect=functools_reduce", "--callgrind-out-file=/dev/null",
+    fill may end before ``pods``). With an ``out_file``, the caches are simulated and
+    Callgrind's profile is written there."""
+    sim = [] if out_file == "/dev/null" else ["--cache-sim=yes"] + [
+        f"--{name}={size},{assoc},{line}" for name, (size, assoc, line) in CACHES.items()]
+    cmd = ["valgrind", "--tool=callgrind", *sim, "--collect-atstart=no",
+           "--toggle-collect=functools_reduce", f"--callgrind-out-file={out_file}",
            sys.executable, __file__, "--child", part, "--nodes", str(nodes), "--pods", str(pods)]
     if not affinity:
         cmd.append("--without-affinity")
@@ -57,6 +79,73 @@ def _collected(part: str, nodes: int, pods: int, affinity: bool) -> tuple[int, i
     if out.returncode != 0 or m is None or not lines or not lines[-1].isdigit():
         raise SystemExit(f"callgrind_split: the {part} run failed:\n{out.stderr[-2000:]}")
     return int(m.group(1)), int(lines[-1])
+
+
+def _events(profile: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The simulation's totals and the collector's inclusive events, from
+    ``callgrind_annotate``."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", f"--show={','.join(EVENTS)}",
+                          "--threshold=100", profile], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"callgrind_split: callgrind_annotate failed:\n{out.stderr[-2000:]}")
+    return _parse_annotate(out.stdout)
+
+
+_ROW = re.compile(r"^\s*((?:(?:[\d,]+|\.)\s+(?:\(\s*[\d.]+%\)\s+)?){" + str(len(EVENTS))
+                  + r"})(\S.*)$")
+_CELL = re.compile(r"([\d,]+|\.)(?:\s+\(\s*[\d.]+%\))?")
+
+
+def _parse_annotate(text: str) -> tuple[dict[str, int], dict[str, int]]:
+    """(totals, the collector's inclusive events) from ``callgrind_annotate`` output
+    with the columns :data:`EVENTS`. Rows of the collector's function (its own file and
+    code inlined from headers) are added up."""
+    totals: dict[str, int] | None = None
+    collector = dict.fromkeys(EVENTS, 0)
+    for line in text.splitlines():
+        m = _ROW.match(line)
+        if m is None:
+            continue
+        cells = _CELL.findall(m.group(1))
+        values = dict(zip(EVENTS, (0 if c == "." else int(c.replace(",", "")) for c in cells),
+                          strict=True))
+        where = m.group(2)
+        if where.startswith("PROGRAM TOTALS"):
+            totals = values
+        elif where.split(" [")[0].rsplit(":", 1)[-1] == COLLECTOR:
+            for k, v in values.items():
+                collector[k] += v
+    if totals is None:
+        raise SystemExit("callgrind_split: no totals in callgrind_annotate's output")
+    return totals, collector
+
+
+def cycle_estimate(ev: dict[str, int]) -> int:
+    """Instructions, plus 10 per first-level miss, plus 100 per last-level miss."""
+    return (ev["Ir"] + 10 * (ev["I1mr"] + ev["D1mr"] + ev["D1mw"])
+            + 100 * (ev["ILmr"] + ev["DLmr"] + ev["DLmw"]))
+
+
+def _simulated(part: str, nodes: int, pods: int, affinity: bool) -> tuple[dict[str, Any], int]:
+    """Per-attempt misses and cycle estimates of ``part`` under the cache simulation."""
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = os.path.join(tmp, "callgrind.out")
+        _, attempts = _collected(part, nodes, pods, affinity, profile)
+        totals, gc = _events(profile)
+    rest = {k: totals[k] - gc[k] for k in EVENTS}
+
+    def per(x: int) -> int:
+        return round(x / attempts)
+
+    return {
+        "instructions": per(totals["Ir"]),
+        "firstLevelMisses": per(totals["I1mr"] + totals["D1mr"] + totals["D1mw"]),
+        "lastLevelMisses": per(totals["ILmr"] + totals["DLmr"] + totals["DLmw"]),
+        "cycleEstimate": per(cycle_estimate(totals)),
+        "cycleEstimateWithoutCollector": per(cycle_estimate(rest)),
+        "collectorShare": round(cycle_estimate(gc) / cycle_estimate(totals), 3)
+        if cycle_estimate(totals) else 0.0,
+    }, attempts
 
 
 def _child(part: str, nodes: int, pods: int, affinity: bool) -> None:
@@ -119,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated, of {', '.join(PARTS)}")
     ap.add_argument("--without-affinity", action="store_true",
                     help="the baseline variant: slices without sharingAffinity")
+    ap.add_argument("--cache-sim", action="store_true",
+                    help="also simulate the caches and estimate cycles (slower)")
     ap.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     try:
@@ -146,13 +237,24 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     affinity = not args.without_affinity
-    counts = {p: _collected(p, args.nodes, args.pods, affinity) for p in parts}
+    if args.cache_sim and shutil.which("callgrind_annotate") is None:
+        print("callgrind_split: callgrind_annotate (part of valgrind) is not installed",
+              file=sys.stderr)
+        return 2
+    simulated = {p: _simulated(p, args.nodes, args.pods, affinity) for p in parts} \
+        if args.cache_sim else {}
+    counts = {p: (s["instructions"] * n, n) for p, (s, n) in simulated.items()} \
+        if args.cache_sim else {p: _collected(p, args.nodes, args.pods, affinity) for p in parts}
     attempts = min(n for _, n in counts.values())  # the same fill in every part
     per_attempt = {p: round(c / attempts) for p, (c, _) in counts.items()}
     out: dict[str, Any] = {"nodes": args.nodes, "attempts": attempts, "affinity": affinity,
                            "instructionsPerAttempt": per_attempt}
     if "harness" in per_attempt and "decisions" in per_attempt:
         out["harnessOverDecisions"] = round(per_attempt["harness"] / per_attempt["decisions"], 3)
+    if simulated:
+        out["cacheSimulation"] = {
+            "caches": {k: {"bytes": b, "ways": w, "lineBytes": ln} for k, (b, w, ln) in CACHES.items()},
+            "perAttempt": {p: s for p, (s, _) in simulated.items()}}
     print(json.dumps(out, indent=2))
     return 0
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from ._run import run_json
 
@@ -41,3 +45,40 @@ def test_hostile_quick_runs_every_case() -> None:
         assert row["outcome"].split(":")[0] in (
             "Scheduled", "Unschedulable", "UnschedulableAndUnresolvable", "Error"), row
     assert out["worstCPU"]["case"] in {r["case"] for r in cases}  # type: ignore[index]
+
+
+def _load_script(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), ROOT / "benchmarks" / name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ANNOTATE = """\
+--------------------------------------------------------------------------------
+Ir                     I1mr                 D1mr                 D1mw                ILmr             DLmr               DLmw
+--------------------------------------------------------------------------------
+8,234,068,978 (100.0%) 158,626,941 (100.0%) 108,966,323 (100.0%) 33,035,920 (100.0%) 369,190 (100.0%) 3,314,122 (100.0%) 1,251,047 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                      I1mr                 D1mr                 D1mw                ILmr             DLmr               DLmw                file:function
+--------------------------------------------------------------------------------
+   147,441,074 ( 1.72%)         691 ( 0.00%)   5,329,240 ( 4.40%)     57,250 ( 0.16%)     691 ( 0.21%)  4,310,942 (67.10%)    42,027 ( 2.83%)  /tmp/b/Python-3.11.7/Modules/gcmodule.c:gc_collect_main [/lib/libpython3.11.so]
+         1,186 ( 0.00%)           2 ( 0.00%)          11 ( 0.00%)          0                2 ( 0.00%)         10 ( 0.00%)         .           /tmp/b/Python-3.11.7/./Include/object.h:gc_collect_main [/lib/libpython3.11.so]
+   217,413,791 ( 2.54%)     377,484 ( 0.23%)   5,329,525 ( 4.40%)    166,449 ( 0.48%)     733 ( 0.22%)  4,311,062 (67.10%)    47,820 ( 3.22%)  /tmp/b/Python-3.11.7/Modules/gcmodule.c:_PyObject_GC_Link [/lib/libpython3.11.so]
+"""
+
+
+def test_callgrind_split_reads_totals_and_the_collectors_inclusive_cost() -> None:
+    cs = _load_script("callgrind_split.py")
+    totals, gc = cs._parse_annotate(ANNOTATE)
+    assert totals == {"Ir": 8_234_068_978, "I1mr": 158_626_941, "D1mr": 108_966_323,
+                      "D1mw": 33_035_920, "ILmr": 369_190, "DLmr": 3_314_122, "DLmw": 1_251_047}
+    # Both rows of gc_collect_main (its file, and code inlined from a header) and no other.
+    assert gc == {"Ir": 147_442_260, "I1mr": 693, "D1mr": 5_329_251, "D1mw": 57_250,
+                  "ILmr": 693, "DLmr": 4_310_952, "DLmw": 42_027}
+    assert cs.cycle_estimate(gc) == 147_442_260 + 10 * (693 + 5_329_251 + 57_250) \
+        + 100 * (693 + 4_310_952 + 42_027)
+    with pytest.raises(SystemExit, match="no totals"):
+        cs._parse_annotate(ANNOTATE.split("PROGRAM TOTALS")[1])
