@@ -75,3 +75,22 @@ def test_quick_path_matches_the_allocator(affinity: bool, seed: int) -> None:
             running.append(name)
     # Both outcomes were exercised: answers, and declines left to the allocator.
     assert answered > 100 and declined > 100
+
+
+def test_device_limits_are_its_capacity_values_shared_by_devices_published_alike() -> None:
+    from builders import device_slice, meta_slice, nic_class
+
+    from dra_affinity.structured.snapshot import Snapshot
+
+    cluster = Cluster()
+    for obj in (nic_class(), meta_slice("node-1"), device_slice("node-1", ["eth1", "eth2"]),
+                meta_slice("node-2"), device_slice("node-2", ["eth1"], slots="1500m")):
+        assert cluster.apply(obj).applied
+    snap = Snapshot.build(cluster.slices(), ["node-1", "node-2"], {})
+    devs = {d.id: d for d in snap.devices.values()}
+    one, two, other = (devs[f"{d}"] for d in sorted(devs))
+    for d in (one, two, other):
+        assert dict(d.limits) == {n: c.value.num for n, c in d.capacity.items()}
+    assert one.limits is two.limits  # one map for devices published alike
+    assert other.limits is not one.limits
+    assert list(other.limits.values())[0] == 1.5

@@ -110,7 +110,7 @@ def _recheck(state: AllocatedState, snap: Snapshot, node: str,
             for n, a in extra.get(d.id, {}).items():
                 used[n] = used.get(n, 0) + a
             for n, q in s.consumed:
-                if used.get(n, 0) + q.num > d.capacity[n].value.num:
+                if used.get(n, 0) + q.num > d.limits[n]:
                     return Reason(R.RESERVE_CONFLICT,
                                   f"device {d.id}: capacity {n} was consumed since Filter", node, d.id)
             ex = extra.setdefault(d.id, {})

@@ -123,8 +123,9 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
     if isinstance(plan, str):
         return None  # invalid: the allocator says why
     used = usage.consumed if usage is not None else {}
+    limits = d.limits
     for name, amount in plan.items():
-        if used.get(name, 0) + amount.num > d.capacity[name].value.num:
+        if used.get(name, 0) + amount.num > limits[name]:
             return None
     keys: AffinityKeys | None = None
     reused = False

@@ -12,6 +12,7 @@ import functools
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from dra_affinity.api.quantity import Quantity
@@ -78,6 +79,9 @@ class DeviceInfo:
     # Derived once: these are read for every device on every Filter pass.
     multi: bool = field(init=False, repr=False)
     capacity: Mapping[str, DeviceCapacity] = field(init=False, repr=False)
+    # Each capacity's value as a number (``capacity[name].value.num``), read by every
+    # capacity check without going through the API objects.
+    limits: Mapping[str, int | Fraction] = field(init=False, repr=False)
     # Sharing affinity applies: a multi-allocatable device in a pool with extractors.
     gated: bool = field(init=False, repr=False)
 
@@ -85,6 +89,8 @@ class DeviceInfo:
         multi = bool(self.device.allow_multiple_allocations)
         object.__setattr__(self, "multi", multi)
         object.__setattr__(self, "capacity", self.device.capacity)
+        object.__setattr__(self, "limits", _shared_limits(
+            tuple((n, c.value.num) for n, c in self.device.capacity.items())))
         object.__setattr__(self, "gated", multi and self.pool_info.declares_sharing_affinity)
 
     def __hash__(self) -> int:
@@ -92,6 +98,21 @@ class DeviceInfo:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DeviceInfo) and other.id == self.id
+
+
+# Devices published alike have equal capacities: one read-only map serves them all.
+_LIMITS: dict[tuple[tuple[str, int | Fraction], ...], Mapping[str, int | Fraction]] = {}
+_LIMITS_MAX = 4096
+
+
+def _shared_limits(items: tuple[tuple[str, int | Fraction], ...]) -> Mapping[str, int | Fraction]:
+    """The one map for these capacity values (bounded: starts afresh when full)."""
+    hit = _LIMITS.get(items)
+    if hit is None:
+        if len(_LIMITS) >= _LIMITS_MAX:
+            _LIMITS.clear()
+        hit = _LIMITS[items] = dict(items)
+    return hit
 
 
 class Result(enum.Enum):

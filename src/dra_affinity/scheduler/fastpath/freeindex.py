@@ -77,8 +77,8 @@ class FreeIndex:
         if st.is_exclusively_allocated(d.id):
             return None
         used = st.consumed(d.id)
-        caps = d.capacity
-        if caps and all(used.get(n, 0) >= c.value.num for n, c in caps.items()):
+        limits = d.limits
+        if limits and all(used.get(n, 0) >= lim for n, lim in limits.items()):
             return None  # full: no positive request fits
         if d.gated and self.affinity_enabled:  # gated(), written out
             # Clean: any keys; Locked: its keys; Unreconstructable: nothing.
