@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from builders import device_slice, meta_slice, nic_class
 from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
@@ -14,6 +15,7 @@ from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, slices
 from dra_affinity.structured.allocator import NodeAllocator, first_fit_one
 from dra_affinity.structured.model import NodeResult, PlannedShare, Result
+from dra_affinity.structured.snapshot import Snapshot
 
 
 def _share(s: PlannedShare) -> tuple[object, ...]:
@@ -78,10 +80,6 @@ def test_quick_path_matches_the_allocator(affinity: bool, seed: int) -> None:
 
 
 def test_device_limits_are_its_capacity_values_shared_by_devices_published_alike() -> None:
-    from builders import device_slice, meta_slice, nic_class
-
-    from dra_affinity.structured.snapshot import Snapshot
-
     cluster = Cluster()
     for obj in (nic_class(), meta_slice("node-1"), device_slice("node-1", ["eth1", "eth2"]),
                 meta_slice("node-2"), device_slice("node-2", ["eth1"], slots="1500m")):
@@ -93,4 +91,4 @@ def test_device_limits_are_its_capacity_values_shared_by_devices_published_alike
         assert dict(d.limits) == {n: c.value.num for n, c in d.capacity.items()}
     assert one.limits is two.limits  # one map for devices published alike
     assert other.limits is not one.limits
-    assert list(other.limits.values())[0] == 1.5
+    assert next(iter(other.limits.values())) == 1.5
