@@ -340,6 +340,12 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, user: str) -> Path:
 # --------------------------------------------------------------------------- processes
 
 
+#: Start-ups tried on fresh ports when a component finds its port taken.
+PORT_ATTEMPTS = 3
+#: How a component says its port was taken (the Go runtime's bind error).
+PORT_TAKEN = "address already in use"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -519,6 +525,22 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "logs").mkdir(exist_ok=True)
         self.pki = generate_pki(self.workdir / "pki")
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_on_free_ports()
+                break
+            except ControlPlaneError as e:
+                # A port found free was taken before its component bound it (another
+                # process's outgoing connection can get it): start over on new ports.
+                if PORT_TAKEN not in str(e) or attempt == PORT_ATTEMPTS:
+                    raise
+                shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
+        self.started_seconds = time.monotonic() - begin
+
+    def _start_on_free_ports(self) -> None:
+        """Pick ports, write the kubeconfigs for them and start every component; on
+        failure stop what started."""
+        assert self.pki is not None
         self.ports = {
             "etcd": free_port(),
             "etcd-peer": free_port(),
@@ -547,7 +569,6 @@ class ControlPlane:
         except BaseException:
             self.stop()
             raise
-        self.started_seconds = time.monotonic() - begin
 
     def stop(self) -> None:
         """Stop the components in reverse start order (SIGTERM, then SIGKILL after the grace)."""

@@ -11,12 +11,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import controlplane
 import pytest
 from controlplane import (
     BINARIES,
@@ -596,3 +598,32 @@ def _processes_mentioning(text: str) -> list[int]:
         if text in cmdline and _running(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+def test_a_port_taken_before_start_up_is_replaced(
+    bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The API server's port is taken between being found free and being bound: the
+    # control plane starts over on fresh ports instead of failing.
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    busy = int(taken.getsockname()[1])
+    picks = itertools.count()
+    real = controlplane.free_port
+
+    def free_port() -> int:
+        # The third port of the first round is the API server's.
+        return busy if next(picks) == 2 else real()
+
+    monkeypatch.setattr(controlplane, "free_port", free_port)
+    plane = ControlPlane(tmp_path / "cp", bin_dir)
+    try:
+        with plane:
+            assert plane.ports["kube-apiserver"] != busy
+            assert set(plane.pids()) == {"etcd", "kube-apiserver", "kube-controller-manager"}
+            assert next(picks) == 10  # two rounds of five ports: one retry
+    finally:
+        taken.close()
+    assert _processes_mentioning(str(tmp_path / "cp")) == []
