@@ -34,6 +34,7 @@ from dra_affinity.structured.affinity import (
     Lock,
     check_lock,
 )
+from dra_affinity.structured.capacity import fits
 from dra_affinity.structured.extraction import in_scope
 from dra_affinity.structured.model import PlannedShare, Reason
 from dra_affinity.structured.nodes import selector_for_node
@@ -109,10 +110,10 @@ def _recheck(state: AllocatedState, snap: Snapshot, node: str,
             used = dict(state.consumed(d.id))
             for n, a in extra.get(d.id, {}).items():
                 used[n] = used.get(n, 0) + a
-            for n, q in s.consumed:
-                if used.get(n, 0) + q.num > d.limits[n]:
-                    return Reason(R.RESERVE_CONFLICT,
-                                  f"device {d.id}: capacity {n} was consumed since Filter", node, d.id)
+            over = fits(d.limits, used, s.consumed)
+            if over is not None:
+                return Reason(R.RESERVE_CONFLICT,
+                              f"device {d.id}: capacity {over} was consumed since Filter", node, d.id)
             ex = extra.setdefault(d.id, {})
             for n, q in s.consumed:
                 ex[n] = ex.get(n, 0) + q.num

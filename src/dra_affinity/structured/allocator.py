@@ -122,11 +122,8 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
         plan = plan_cache[pkey] = _consumption_plan(d, alt)
     if isinstance(plan, str):
         return None  # invalid: the allocator says why
-    used = usage.consumed if usage is not None else {}
-    limits = d.limits
-    for name, amount in plan.items():
-        if used.get(name, 0) + amount.num > limits[name]:
-            return None
+    if fits(d.limits, usage.consumed if usage is not None else {}, plan.items()) is not None:
+        return None
     keys: AffinityKeys | None = None
     reused = False
     if d.gated and affinity_enabled:
@@ -419,7 +416,7 @@ class NodeAllocator:
                 self._reject(d, R.INVALID_CAPACITY_REQUEST, lambda: f"device {d.id}: {err}")
                 return None
             used = _merged(self.state.consumed(d.id), self._p.consumed.get(d.id))
-            over = fits(d.capacity, used, plan)
+            over = fits(d.limits, used, plan.items())
             if over is not None:
                 self._reject(d, R.INSUFFICIENT_CAPACITY,
                              lambda: f"device {d.id}: not enough {over} left "
@@ -510,7 +507,7 @@ class NodeAllocator:
                 self._reject(d, R.INVALID_CAPACITY_REQUEST,
                              lambda: f"device {d.id}: {err} (not part of allocationMode All)")
                 return False
-            over = fits(d.capacity, {}, plan)
+            over = fits(d.limits, {}, plan.items())
         else:
             over = next((n for n, q in alt.capacity.items()
                          if n not in d.capacity or d.capacity[n].value.value < q.value), None)

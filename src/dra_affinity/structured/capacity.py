@@ -9,7 +9,7 @@ to itself, as upstream does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from dra_affinity.api.quantity import Quantity
@@ -68,12 +68,13 @@ def plan_consumption(
 
 
 def fits(
-    capacity: Mapping[str, DeviceCapacity],
+    limits: Mapping[str, int | Fraction],
     used: Mapping[str, int | Fraction],
-    extra: Mapping[str, Quantity],
+    extra: Iterable[tuple[str, Quantity]],
 ) -> str | None:
-    """None when ``extra`` fits beside ``used`` (exact numbers); else the first that overflows."""
-    for name, amount in extra.items():
-        if used.get(name, 0) + amount.num > capacity[name].value.num:
+    """None when ``extra`` (capacity name, amount) fits beside ``used`` within the device's
+    ``limits`` (``DeviceInfo.limits``; exact numbers); else the first name that overflows."""
+    for name, amount in extra:
+        if used.get(name, 0) + amount.num > limits[name]:
             return name
     return None

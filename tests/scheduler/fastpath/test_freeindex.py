@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dra_affinity.bench.throughput import build_cluster
 from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.fastpath.freeindex import FreeIndex, _union
 from dra_affinity.scheduler.scheduler import Scheduler
-from dra_affinity.sim.cluster import Cluster
-from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, slices
+from dra_affinity.sim.workload import WorkloadSpec, pod_objects
 from dra_affinity.structured.model import Result
 
 lists_st = st.lists(st.sets(st.integers(min_value=0, max_value=200), max_size=30), max_size=5)
@@ -80,12 +80,7 @@ def test_kept_up_index_equals_a_fresh_one_and_picks_devices_by_category(affinity
     # Kept up from the state's change log through schedules and departures, the index
     # must hold what one built now from the state holds; and a node's devices in a
     # category are the ones its per-node list marks, in the node's order.
-    spec = WorkloadSpec(nodes=3, devices_per_node=3, slots=2, affinity=affinity)
-    cluster = Cluster()
-    assert cluster.apply(device_class()).applied
-    for i in range(spec.nodes):
-        for s in slices(spec, i):
-            assert cluster.apply(s).applied
+    cluster = build_cluster(WorkloadSpec(nodes=3, devices_per_node=3, slots=2, affinity=affinity))
     sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
     sched.start()
     index = sched.indexed.free_index()
