@@ -38,40 +38,40 @@ def test_union_two_lists_with_shared_and_tail_elements() -> None:
     assert list(_union([[], [3]])) == [3]
 
 
-@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 4), st.booleans()), max_size=200))
-def test_move_keeps_each_category_the_sorted_nodes_with_a_device_in_it(
-        ops: list[tuple[int, int, bool]]) -> None:
-    # _move is called with +1/-1 per device entering or leaving a category; a node is in
-    # a category's list exactly while it counts at least one device there.
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.sampled_from([None, 0, 2, 3, 4])),
+                max_size=200))
+def test_set_keeps_each_category_the_sorted_nodes_with_a_device_in_it(
+        ops: list[tuple[int, int, int | None]]) -> None:
+    # _set moves one device (j of node pos) to a category (None: no room); a node is in a
+    # category's list exactly while one of its devices is in that category, and in ANY's
+    # while one of its devices has room; an emptied lock value's id is forgotten.
     index = FreeIndex.__new__(FreeIndex)
-    index.count, index.by_category = {}, {}
+    index.by_category = {}
+    index.node_cats = [[None] * 3 for _ in range(6)]
     index._ids, index._cat_of = {("",): 0, ("*",): 1}, {0: ("",), 1: ("*",)}
-    for k in (2, 3, 4):
-        index._ids[("v", k)] = k
-        index._cat_of[k] = ("v", k)
-    want: dict[tuple[int, int], int] = {}
     used: set[int] = set()
-    for pos, key, add in ops:
-        if not add and not want.get((pos, key)):
-            continue  # a device can only leave a category it is in
-        if key > 1 and key not in index._cat_of:
-            index._ids[("v", key)] = key  # the id is minted again, as _id would
-            index._cat_of[key] = ("v", key)
-        index._move(pos, key, 1 if add else -1)
-        used.add(key)
-        want[(pos, key)] = want.get((pos, key), 0) + (1 if add else -1)
-        for k in range(5):
-            nodes = sorted(p for (p, kk), n in want.items() if kk == k and n > 0)
+    for pos, j, new in ops:
+        if new is not None and new > 1 and new not in index._cat_of:
+            index._ids[("v", new)] = new  # the id is minted again, as _id would
+            index._cat_of[new] = ("v", new)
+        index._set(pos, j, new)
+        if new is not None:
+            used.add(new)
+        cats = index.node_cats
+        assert cats[pos][j] == new
+        for k in (0, 2, 3, 4):
+            nodes = [p for p, c in enumerate(cats) if k in c]
             assert index.by_category.get(k, []) == nodes
-            if not nodes and k > 1 and k in used:  # an emptied lock value's id is forgotten
+            if not nodes and k > 1 and k in used:
                 assert k not in index.by_category and ("v", k) not in index._ids
+        assert index.by_category.get(1, []) == [p for p, c in enumerate(cats)
+                                               if any(x is not None for x in c)]
 
 
 def _by_value(index: FreeIndex) -> tuple[object, ...]:
     """The index with its categories by value (ids are minted per index, in use order)."""
     of = index._cat_of
     return ([[None if c is None else of[c] for c in cats] for cats in index.node_cats],
-            {(pos, of[k]): n for (pos, k), n in index.count.items()},
             {of[k]: nodes for k, nodes in index.by_category.items()})
 
 

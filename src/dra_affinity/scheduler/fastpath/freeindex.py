@@ -56,7 +56,6 @@ class FreeIndex:
         self._ids: dict[Any, int] = {CLEAN: _CLEAN_ID, ANY: _ANY_ID}
         self._cat_of: dict[int, Any] = {_CLEAN_ID: CLEAN, _ANY_ID: ANY}
         self._next_id = 2
-        self.count: dict[tuple[int, int], int] = {}
         # Plain sorted lists: at most one entry per node, so an insert or delete is one
         # bisect and one memmove in C, cheaper up to ~10^5 nodes than a SortedList's
         # bookkeeping in Python, and lock categories come and go often (one per value).
@@ -101,30 +100,48 @@ class FreeIndex:
             self._next_id += 1
         return i
 
-    def _move(self, pos: int, key: int, delta: int) -> None:
-        """Count one device of node ``pos`` in or out of category ``key``."""
-        k = (pos, key)
-        n = self.count.get(k, 0) + delta
-        if n:
-            self.count[k] = n
+    def _enter(self, pos: int, key: int) -> None:
+        """Node ``pos`` now has a device in category ``key`` (it had none)."""
+        lst = self.by_category.get(key)
+        if lst is None:
+            self.by_category[key] = [pos]
         else:
-            self.count.pop(k, None)
-        if n == 1 and delta == 1:
-            lst = self.by_category.get(key)
-            if lst is None:
-                self.by_category[key] = [pos]
-            else:
-                insort(lst, pos)
-        elif n == 0:
-            lst = self.by_category.get(key)
-            if lst is not None:
-                i = bisect_left(lst, pos)
-                if i < len(lst) and lst[i] == pos:
-                    del lst[i]
-                if not lst and key > _ANY_ID:
-                    # no device has this lock value any more: forget its id
-                    del self.by_category[key]
-                    del self._ids[self._cat_of.pop(key)]
+            insort(lst, pos)
+
+    def _leave(self, pos: int, key: int) -> None:
+        """Node ``pos`` no longer has a device in category ``key``."""
+        lst = self.by_category[key]
+        i = bisect_left(lst, pos)
+        if i < len(lst) and lst[i] == pos:
+            del lst[i]
+        if not lst and key > _ANY_ID:
+            # no device has this lock value any more: forget its id
+            del self.by_category[key]
+            del self._ids[self._cat_of.pop(key)]
+
+    def _set(self, pos: int, j: int, new: int | None) -> None:
+        """Device ``j`` of node ``pos`` is now in category ``new`` (None: no room).
+
+        Whether a node has a device in a category is read off its short list of
+        categories (a scan in C of a node's few devices), not kept as a count per
+        (node, category) as well: one fact in one place, and no large dict to reach
+        into on every change."""
+        cats = self.node_cats[pos]
+        old = cats[j]
+        if new == old:
+            return
+        cats[j] = new
+        if old is not None and old not in cats:
+            self._leave(pos, old)
+        if new is not None and cats.count(new) == 1:
+            self._enter(pos, new)
+        # ANY (room in any category) only changes when the device gains or loses room;
+        # a lock set or cleared on a device with room leaves it as it is.
+        if old is None:
+            if cats.count(None) == len(cats) - 1:
+                self._enter(pos, _ANY_ID)
+        elif new is None and cats.count(None) == len(cats):
+            self._leave(pos, _ANY_ID)
 
     def _update(self, did: str) -> None:
         entry = self.devices.get(did)
@@ -132,22 +149,7 @@ class FreeIndex:
             return
         d, pos, j = entry
         cat = self._category(d)
-        new = None if cat is None else self._id(cat)
-        cats = self.node_cats[pos]
-        old = cats[j]
-        if new == old:
-            return
-        if old is not None:
-            self._move(pos, old, -1)
-        if new is not None:
-            self._move(pos, new, +1)
-        cats[j] = new
-        # ANY (room in any category) only changes when the device gains or loses room;
-        # a lock set or cleared on a device with room leaves it as it is.
-        if old is None:
-            self._move(pos, _ANY_ID, +1)
-        elif new is None:
-            self._move(pos, _ANY_ID, -1)
+        self._set(pos, j, None if cat is None else self._id(cat))
 
     def catch_up(self) -> None:
         state = self.state
