@@ -22,8 +22,8 @@ function runs (``--toggle-collect=functools_reduce``), so the counts hold nothin
 Needs ``valgrind`` on the PATH; a run at the defaults takes a few minutes.
 ``DRA_AFFINITY_BENCH_SCALE=F`` shrinks the nodes and the attempts to F of theirs.
 
-``--cache-sim`` also simulates the caches (Callgrind's ``--cache-sim``; :data:`CACHES`,
-this machine's per-core L1 and L2) and reports, per attempt, the misses and an estimate
+``--cache-sim`` also simulates the caches (Callgrind's ``--cache-sim``; this machine's
+per-core L1 and L2, :func:`machine_caches`) and reports, per attempt, the misses and an estimate
 of cycles: instructions, plus 10 per first-level miss, plus 100 per last-level miss
 (the weights of Callgrind's own cycle estimate). Instruction counts alone miss what
 memory costs: a path that reads data no recent cycle read pays for it in misses. The
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import glob
 import json
 import math
 import os
@@ -51,13 +52,39 @@ from dra_affinity.bench.scale import BENCH_SCALE_ENV, bench_scale, scaled
 
 PARTS = ("harness", "decisions", "setup")
 
-#: Simulated caches for ``--cache-sim`` (size, associativity, line size): the machine's
-#: L1 (instructions, data) and its per-core L2 as the last level.
-CACHES = {"I1": (32768, 8, 64), "D1": (32768, 8, 64), "LL": (1048576, 16, 64)}
+#: Simulated caches for ``--cache-sim`` (size, associativity, line size) where the machine
+#: does not say (:func:`machine_caches`): L1 (instructions, data) and the per-core L2 as
+#: the last level, as on the machine of the figures in ``benchmarks/README.md``.
+CACHES = {"I1": (32768, 8, 64), "D1": (32768, 8, 64), "LL": (524288, 8, 64)}
+#: Where Linux describes the first CPU's caches.
+SYSFS_CACHES = "/sys/devices/system/cpu/cpu0/cache"
 #: The events of a cache simulation, in Callgrind's names.
 EVENTS = ("Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 #: Where the cyclic collector runs (its inclusive cost is everything it does).
 COLLECTOR = "gc_collect_main"
+
+
+def machine_caches(root: str = SYSFS_CACHES) -> dict[str, tuple[int, int, int]]:
+    """This machine's L1 instruction and data caches and its L2 (the last level simulated:
+    Callgrind simulates two levels, and a miss in the per-core L2 is what a decision that
+    reads data no recent decision read pays for), from sysfs; :data:`CACHES` for any it
+    does not describe."""
+    names = {("1", "Instruction"): "I1", ("1", "Data"): "D1", ("2", "Unified"): "LL"}
+    found: dict[str, tuple[int, int, int]] = {}
+    for index in sorted(glob.glob(os.path.join(root, "index*"))):
+        try:
+            def read(name: str, index: str = index) -> str:
+                with open(os.path.join(index, name), encoding="ascii") as f:
+                    return f.read().strip()
+            name = names.get((read("level"), read("type")))
+            size = read("size")
+            if name is None or not size.endswith("K"):
+                continue
+            found[name] = (int(size[:-1]) * 1024, int(read("ways_of_associativity")),
+                           int(read("coherency_line_size")))
+        except (OSError, ValueError):
+            continue
+    return {k: found.get(k, v) for k, v in CACHES.items()}
 
 
 def _collected(part: str, nodes: int, pods: int, affinity: bool,
@@ -66,7 +93,7 @@ def _collected(part: str, nodes: int, pods: int, affinity: bool,
     fill may end before ``pods``). With an ``out_file``, the caches are simulated and
     Callgrind's profile is written there."""
     sim = [] if out_file == "/dev/null" else ["--cache-sim=yes"] + [
-        f"--{name}={size},{assoc},{line}" for name, (size, assoc, line) in CACHES.items()]
+        f"--{name}={size},{assoc},{line}" for name, (size, assoc, line) in machine_caches().items()]
     cmd = ["valgrind", "--tool=callgrind", *sim, "--collect-atstart=no",
            "--toggle-collect=functools_reduce", f"--callgrind-out-file={out_file}",
            sys.executable, __file__, "--child", part, "--nodes", str(nodes), "--pods", str(pods)]
@@ -253,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         out["harnessOverDecisions"] = round(per_attempt["harness"] / per_attempt["decisions"], 3)
     if simulated:
         out["cacheSimulation"] = {
-            "caches": {k: {"bytes": b, "ways": w, "lineBytes": ln} for k, (b, w, ln) in CACHES.items()},
+            "caches": {k: {"bytes": b, "ways": w, "lineBytes": ln}
+                       for k, (b, w, ln) in machine_caches().items()},
             "perAttempt": {p: s for p, (s, _) in simulated.items()}}
     print(json.dumps(out, indent=2))
     return 0

@@ -82,3 +82,25 @@ def test_callgrind_split_reads_totals_and_the_collectors_inclusive_cost() -> Non
         + 100 * (693 + 4_310_952 + 42_027)
     with pytest.raises(SystemExit, match="no totals"):
         cs._parse_annotate(ANNOTATE.split("PROGRAM TOTALS")[1])
+
+
+def test_callgrind_split_simulates_the_caches_the_machine_describes(tmp_path: Path) -> None:
+    # Read from sysfs as Linux lays it out; a cache it does not describe (here the L1
+    # instruction cache, and a level-3 cache that is not simulated) keeps the default.
+    cs = _load_script("callgrind_split.py")
+
+    def index(n: int, level: str, kind: str, size: str, ways: str) -> None:
+        d = tmp_path / f"index{n}"
+        d.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size),
+                            ("ways_of_associativity", ways), ("coherency_line_size", "64")):
+            (d / name).write_text(value + "\n")
+
+    index(0, "1", "Data", "48K", "12")
+    index(2, "2", "Unified", "2048K", "16")
+    index(3, "3", "Unified", "32768K", "16")
+    assert cs.machine_caches(str(tmp_path)) == {
+        "I1": cs.CACHES["I1"], "D1": (48 * 1024, 12, 64), "LL": (2048 * 1024, 16, 64)}
+    (tmp_path / "index2" / "ways_of_associativity").write_text("many\n")  # unreadable: default
+    assert cs.machine_caches(str(tmp_path))["LL"] == cs.CACHES["LL"]
+    assert cs.machine_caches(str(tmp_path / "absent")) == cs.CACHES
