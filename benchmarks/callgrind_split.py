@@ -12,7 +12,7 @@ only that part's instructions, per attempt:
 - ``setup``: building the cluster and starting the scheduler (once; shown per attempt).
 
     python benchmarks/callgrind_split.py [--nodes 200] [--pods 2000] [--parts harness,decisions]
-        [--without-affinity] [--cache-sim]
+        [--without-affinity] [--values V] [--cache-sim]
 
 With ``--parts decisions`` run with and ``--without-affinity``, the two decision counts
 give the overhead ratio (baseline / with) as instructions, as the bench gives it as time.
@@ -46,9 +46,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from dra_affinity.bench.scale import BENCH_SCALE_ENV, bench_scale, scaled
+from dra_affinity.sim.workload import WorkloadSpec
+
+#: The workload's distinct subnets unless ``--values`` says otherwise.
+WORKLOAD_VALUES = WorkloadSpec().values
 
 PARTS = ("harness", "decisions", "setup")
 
@@ -88,7 +93,7 @@ def machine_caches(root: str = SYSFS_CACHES) -> dict[str, tuple[int, int, int]]:
 
 
 def _collected(part: str, nodes: int, pods: int, affinity: bool,
-               out_file: str = "/dev/null") -> tuple[int, int]:
+               out_file: str = "/dev/null", values: int | None = None) -> tuple[int, int]:
     """Instructions Callgrind collected while ``part`` ran, and the attempts made (the
     fill may end before ``pods``). With an ``out_file``, the caches are simulated and
     Callgrind's profile is written there."""
@@ -99,6 +104,8 @@ def _collected(part: str, nodes: int, pods: int, affinity: bool,
            sys.executable, __file__, "--child", part, "--nodes", str(nodes), "--pods", str(pods)]
     if not affinity:
         cmd.append("--without-affinity")
+    if values is not None:
+        cmd += ["--values", str(values)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # set and dict orders as in every run
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     m = re.search(r"Collected : (\d+)", out.stderr)
@@ -153,11 +160,12 @@ def cycle_estimate(ev: dict[str, int]) -> int:
             + 100 * (ev["ILmr"] + ev["DLmr"] + ev["DLmw"]))
 
 
-def _simulated(part: str, nodes: int, pods: int, affinity: bool) -> tuple[dict[str, Any], int]:
+def _simulated(part: str, nodes: int, pods: int, affinity: bool,
+               values: int | None = None) -> tuple[dict[str, Any], int]:
     """Per-attempt misses and cycle estimates of ``part`` under the cache simulation."""
     with tempfile.TemporaryDirectory() as tmp:
         profile = os.path.join(tmp, "callgrind.out")
-        _, attempts = _collected(part, nodes, pods, affinity, profile)
+        _, attempts = _collected(part, nodes, pods, affinity, profile, values)
         totals, gc = _events(profile)
     rest = {k: totals[k] - gc[k] for k in EVENTS}
 
@@ -175,7 +183,7 @@ def _simulated(part: str, nodes: int, pods: int, affinity: bool) -> tuple[dict[s
     }, attempts
 
 
-def _child(part: str, nodes: int, pods: int, affinity: bool) -> None:
+def _child(part: str, nodes: int, pods: int, affinity: bool, values: int | None = None) -> None:
     """The bench's fill, with ``part`` run inside functools.reduce (collected)."""
     from dra_affinity.bench.throughput import CountingRecorder, build_cluster
     from dra_affinity.features import Features
@@ -198,6 +206,8 @@ def _child(part: str, nodes: int, pods: int, affinity: bool) -> None:
         cluster.delete("ResourceClaim", f"default/{name}-nic")
 
     spec = WorkloadSpec(nodes=nodes, devices_per_node=8, seed=1, affinity=affinity)
+    if values is not None:
+        spec = replace(spec, values=values)
     with tuned_gc():
         def setup() -> tuple[Any, Any]:
             cluster = build_cluster(spec)
@@ -235,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated, of {', '.join(PARTS)}")
     ap.add_argument("--without-affinity", action="store_true",
                     help="the baseline variant: slices without sharingAffinity")
+    ap.add_argument("--values", type=int, default=None,
+                    help="distinct subnets in the workload (default: the bench's, 64)")
     ap.add_argument("--cache-sim", action="store_true",
                     help="also simulate the caches and estimate cycles (slower)")
     ap.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
@@ -252,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         args.nodes, args.pods = nodes, pods
     if args.nodes < 1 or args.pods < 1:
         ap.error("--nodes and --pods must be at least 1")
+    if args.values is not None and args.values < 1:
+        ap.error("--values must be at least 1")
     if args.child:
-        _child(args.child, args.nodes, args.pods, not args.without_affinity)
+        _child(args.child, args.nodes, args.pods, not args.without_affinity, args.values)
         return 0
     parts = [p for p in args.parts.split(",") if p]
     unknown = sorted(set(parts) - set(PARTS))
@@ -268,13 +282,15 @@ def main(argv: list[str] | None = None) -> int:
         print("callgrind_split: callgrind_annotate (part of valgrind) is not installed",
               file=sys.stderr)
         return 2
-    simulated = {p: _simulated(p, args.nodes, args.pods, affinity) for p in parts} \
+    simulated = {p: _simulated(p, args.nodes, args.pods, affinity, args.values) for p in parts} \
         if args.cache_sim else {}
     counts = {p: (s["instructions"] * n, n) for p, (s, n) in simulated.items()} \
-        if args.cache_sim else {p: _collected(p, args.nodes, args.pods, affinity) for p in parts}
+        if args.cache_sim else {p: _collected(p, args.nodes, args.pods, affinity, values=args.values)
+                                for p in parts}
     attempts = min(n for _, n in counts.values())  # the same fill in every part
     per_attempt = {p: round(c / attempts) for p, (c, _) in counts.items()}
-    out: dict[str, Any] = {"nodes": args.nodes, "attempts": attempts, "affinity": affinity,
+    out: dict[str, Any] = {"nodes": args.nodes, "values": args.values or WORKLOAD_VALUES,
+                           "attempts": attempts, "affinity": affinity,
                            "instructionsPerAttempt": per_attempt}
     if "harness" in per_attempt and "decisions" in per_attempt:
         out["harnessOverDecisions"] = round(per_attempt["harness"] / per_attempt["decisions"], 3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,30 @@ def test_callgrind_split_simulates_the_caches_the_machine_describes(tmp_path: Pa
     (tmp_path / "index2" / "ways_of_associativity").write_text("many\n")  # unreadable: default
     assert cs.machine_caches(str(tmp_path))["LL"] == cs.CACHES["LL"]
     assert cs.machine_caches(str(tmp_path / "absent")) == cs.CACHES
+
+
+@pytest.mark.parametrize("values", [None, 1])
+def test_callgrind_split_fills_with_the_values_asked_for(
+        values: int | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # The child runs the bench's fill; --values changes only the workload's subnets.
+    cs = _load_script("callgrind_split.py")
+    import dra_affinity.sim.workload as workload
+
+    seen: list[Any] = []
+    real = workload.stream
+
+    def stream(spec: Any) -> Any:
+        seen.append(spec)
+        return real(spec)
+
+    monkeypatch.setattr(workload, "stream", stream)
+    cs._child("decisions", 3, 12, True, values)
+    assert capsys.readouterr().out.split()[-1] == "12"
+    assert [(s.nodes, s.values, s.affinity) for s in seen] == [(3, values or cs.WORKLOAD_VALUES, True)]
+    assert cs.WORKLOAD_VALUES == 64
+
+
+def test_callgrind_split_refuses_values_below_one() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "callgrind_split.py"),
+                          "--values", "0"], capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and "--values must be at least 1" in out.stderr
