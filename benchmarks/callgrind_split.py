@@ -78,18 +78,21 @@ def machine_caches(root: str = SYSFS_CACHES) -> dict[str, tuple[int, int, int]]:
     found: dict[str, tuple[int, int, int]] = {}
     for index in sorted(glob.glob(os.path.join(root, "index*"))):
         try:
-            def read(name: str, index: str = index) -> str:
-                with open(os.path.join(index, name), encoding="ascii") as f:
-                    return f.read().strip()
-            name = names.get((read("level"), read("type")))
-            size = read("size")
+            name = names.get((_sysfs(index, "level"), _sysfs(index, "type")))
+            size = _sysfs(index, "size")
             if name is None or not size.endswith("K"):
                 continue
-            found[name] = (int(size[:-1]) * 1024, int(read("ways_of_associativity")),
-                           int(read("coherency_line_size")))
+            found[name] = (int(size[:-1]) * 1024, int(_sysfs(index, "ways_of_associativity")),
+                           int(_sysfs(index, "coherency_line_size")))
         except (OSError, ValueError):
             continue
     return {k: found.get(k, v) for k, v in CACHES.items()}
+
+
+def _sysfs(index: str, name: str) -> str:
+    """One attribute of a cache's sysfs directory."""
+    with open(os.path.join(index, name), encoding="ascii") as f:
+        return f.read().strip()
 
 
 def _collected(part: str, nodes: int, pods: int, affinity: bool,
