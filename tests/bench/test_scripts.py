@@ -132,3 +132,53 @@ def test_callgrind_split_refuses_values_below_one() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "callgrind_split.py"),
                           "--values", "0"], capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "--values must be at least 1" in out.stderr
+
+
+def test_callgrind_split_turns_instrumentation_on_once_before_the_first_collected_call(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Valgrind starts with instrumentation off; the imports and the set-up before the
+    # part's first collected call run uninstrumented, and the hook runs exactly once.
+    cs = _load_script("callgrind_split.py")
+    import functools
+
+    events: list[str] = []
+    real_reduce = functools.reduce
+
+    def reduce(*args: Any) -> Any:
+        events.append("collect")
+        return real_reduce(*args)
+
+    monkeypatch.setattr(functools, "reduce", reduce)
+    cs._child("decisions", 3, 5, True, None, lambda: events.append("on"))
+    assert capsys.readouterr().out.split()[-1] == "5"
+    assert events == ["on"] + ["collect"] * 5
+    events.clear()
+    cs._child("setup", 3, 5, True, None, lambda: events.append("on"))
+    assert events == ["on", "collect"]
+
+
+def _control(tmp_path: Path, says: str, code: int = 0) -> str:
+    path = tmp_path / "control"
+    path.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'args'}\necho '{says}'\nexit {code}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_callgrind_split_asks_for_instrumentation_on_this_process(tmp_path: Path) -> None:
+    import os
+
+    cs = _load_script("callgrind_split.py")
+    cs.instrument_from_here(_control(tmp_path, "  OK."))
+    assert (tmp_path / "args").read_text().split() == ["--instr=on", str(os.getpid())]
+
+
+@pytest.mark.parametrize(("says", "code"), [
+    ("Error: Callgrind task with PID/name 1 not detected.", 0),  # exits 0 all the same
+    ("  OK.", 3),
+])
+def test_callgrind_split_stops_when_instrumentation_did_not_turn_on(
+        tmp_path: Path, says: str, code: int) -> None:
+    cs = _load_script("callgrind_split.py")
+    with pytest.raises(SystemExit, match="could not turn the instrumentation on") as e:
+        cs.instrument_from_here(_control(tmp_path, says, code))
+    assert says.strip() in str(e.value)
