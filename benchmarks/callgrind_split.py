@@ -22,7 +22,7 @@ function runs (``--toggle-collect=functools_reduce``), so the counts hold nothin
 Valgrind starts with its instrumentation off (``--instr-atstart=no``): the imports and
 whatever runs before the part's first collected call run about five times faster that
 way. The child turns it on just before that call (``callgrind_control``); the counts are
-the same either way, and a cache simulation starts there with empty caches.
+unchanged, and a cache simulation starts there with empty caches.
 Needs ``valgrind`` on the PATH; a run at the defaults takes a few minutes.
 ``DRA_AFFINITY_BENCH_SCALE=F`` shrinks the nodes and the attempts to F of theirs.
 
@@ -49,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -191,19 +192,24 @@ def _simulated(part: str, nodes: int, pods: int, affinity: bool,
     }, attempts
 
 
-def instrument_from_here(control: str = "callgrind_control") -> None:
+def instrument_from_here(control: str = "callgrind_control", timeout: float = 120.0) -> None:
     """Turn on the instrumentation of the Callgrind run this process is in.
 
     ``callgrind_control`` sends the command through Valgrind's gdbserver, which Valgrind
-    answers between blocks of guest code. This process keeps running such code (polling
-    the command) while it waits, so the answer needs no ptrace into a blocked process.
+    polls for between blocks of guest code. This process keeps running such code
+    (polling ``callgrind_control``) while it waits, so the command is seen without
+    interrupting a process blocked in a system call (which would need ptrace).
     ``callgrind_control`` exits 0 even when it fails; only its ``OK.`` says it worked.
     """
+    deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen([control, "--instr=on", str(os.getpid())], stdout=out,
                                 stderr=subprocess.STDOUT)
         while proc.poll() is None:
-            pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise SystemExit(f"callgrind_split: {control} did not answer in {timeout:g} s")
         out.seek(0)
         said = out.read()
     if proc.returncode != 0 or "OK." not in said:

@@ -182,3 +182,12 @@ def test_callgrind_split_stops_when_instrumentation_did_not_turn_on(
     with pytest.raises(SystemExit, match="could not turn the instrumentation on") as e:
         cs.instrument_from_here(_control(tmp_path, says, code))
     assert says.strip() in str(e.value)
+
+
+def test_callgrind_split_gives_up_on_a_control_that_never_answers(tmp_path: Path) -> None:
+    cs = _load_script("callgrind_split.py")
+    path = tmp_path / "control"
+    path.write_text("#!/bin/sh\nexec sleep 30\n")
+    path.chmod(0o755)
+    with pytest.raises(SystemExit, match=r"did not answer in 0\.5 s"):
+        cs.instrument_from_here(str(path), timeout=0.5)
