@@ -228,13 +228,15 @@ def _child(part: str, nodes: int, pods: int, affinity: bool, values: int | None 
     from dra_affinity.sim.workload import Arrival, WorkloadSpec, pod_objects, stream
     from dra_affinity.structured.model import Result
 
-    pending = [on_first_collect] if on_first_collect else []
+    first = on_first_collect
 
     def run(collect: bool, f: Callable[..., Any], *args: Any) -> Any:
+        nonlocal first
         if not collect:
             return f(*args)
-        while pending:
-            pending.pop()()
+        if first is not None:
+            hook, first = first, None
+            hook()
         return functools.reduce(lambda _a, _b: f(*args), (0,), None)
 
     def arrive(name: str, value: int) -> None:
