@@ -80,12 +80,12 @@ class ExtractionCache(Protocol):
 
     def put(self, key: Hashable, result: ExtractionResult) -> None: ...
 
-    def cheap_lookup(self, pool: PoolInfo, claim: ResourceClaim, request: str,
-                     device_class: DeviceClass | None
-                     ) -> tuple[Hashable | None, ExtractionResult | None] | None:
-        """(key, outcome or None) when :meth:`key` costs a few lookups for this pool's
-        extractors whatever the claim holds (then it is tried before the lookup by claim
-        identity); None when it may walk the claim's data."""
+    def cheap_get(self, pool: PoolInfo, claim: ResourceClaim, request: str,
+                  device_class: DeviceClass | None) -> ExtractionResult | None:
+        """The outcome when :meth:`key` costs a few lookups for this pool's extractors
+        whatever the claim holds, and is known (tried before the lookup by claim
+        identity: the common case is a new claim with a known content); None otherwise,
+        also when the key may walk the claim's data."""
         ...
 
 
@@ -134,17 +134,15 @@ class ExtractionMemo:
         # claim holds, it goes first (the common case: a new claim, a known content).
         shared = self.shared
         if shared is not None:
-            cheap = shared.cheap_lookup(pool, claim, request, device_class)
-            if cheap is not None:
-                hit = cheap[1]
-                if hit is not None:
-                    return hit
-                return self._evaluate(claim, request, device_class, pool, cheap[0], True)
-        return self._evaluate(claim, request, device_class, pool, None, False)
+            hit = shared.cheap_get(pool, claim, request, device_class)
+            if hit is not None:
+                return hit
+        return self._evaluate(claim, request, device_class, pool)
 
     def _evaluate(self, claim: ResourceClaim, request: str, device_class: DeviceClass | None,
-                  pool: PoolInfo, ckey: Hashable, shared_tried: bool) -> ExtractionResult:
-        """:meth:`evaluate` past the cheap content lookup (``ckey``: its key, if tried)."""
+                  pool: PoolInfo) -> ExtractionResult:
+        """:meth:`evaluate` past the cheap content lookup (which a miss repeats below: a
+        miss evaluates CEL, next to which the lookup costs nothing)."""
         shared = self.shared
         # This claim's outcome from an earlier attempt: by identity, before anything that
         # walks the claim's data (a retry of a hostile claim costs a lookup).
@@ -155,7 +153,8 @@ class ExtractionMemo:
             hit = remembered.get(rkey)
             if hit is not None:
                 return hit
-        if shared is not None and not shared_tried:
+        ckey: Hashable = None
+        if shared is not None:
             ckey = shared.key(pool, claim, request, device_class)
             if ckey is not None:
                 hit = shared.get(ckey)

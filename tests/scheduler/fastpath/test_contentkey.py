@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
-from dra_affinity.cel import ConfigObject, Extractor, OutcomeKind, extract
+from dra_affinity.cel import ConfigObject, ExtractionResult, Extractor, OutcomeKind, extract
 from dra_affinity.cel.extract import object_fields
 from dra_affinity.scheduler.fastpath.contentkey import content_key
 from dra_affinity.structured.model import PoolInfo
@@ -23,6 +23,10 @@ POOL = PoolInfo(DRIVER, "pool", 1, True, WHOLE, ("meta",))
 # Reads the field x only.
 PROJECTED = PoolInfo(DRIVER, "pool", 1, True, (Extractor("k", 'has(object.x) ? string(object.x) : ""'),),
                      ("meta",))
+
+
+# What the shared cache stores: an OK outcome (others are not shared).
+OK_RESULT = ExtractionResult(OutcomeKind.OK, (("k", "v"),), "", None, None, 1, 1)
 
 
 def claim_with(*params: Any, requests: list[str] | None = None,
@@ -216,10 +220,11 @@ def test_equal_keys_mean_equal_extractions(expressions: list[str], a: Any, b: An
        st.lists(st.one_of(_params, _leaf), min_size=0, max_size=3),
        st.sampled_from([None, [], ["nic"], ["other"], ["nic", "other"]]),
        st.booleans())
-def test_the_cheap_lookup_keys_as_content_key_does(expressions: list[str], params: list[Any],
+def test_the_cheap_lookup_finds_what_content_key_stored(expressions: list[str], params: list[Any],
                                                    requests: list[str] | None,
                                                    class_config: bool) -> None:
-    """The cheap lookup writes the common case out; its key must be content_key's."""
+    """The cheap lookup writes the common case out; it must find what was stored under
+    content_key's key, and nothing else."""
     from dra_affinity.scheduler.fastpath.contentkey import ContentCache
 
     pool = PoolInfo(DRIVER, "pool", 1, True,
@@ -229,28 +234,36 @@ def test_the_cheap_lookup_keys_as_content_key_does(expressions: list[str], param
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "cls"},
         "spec": {"config": [{"opaque": {"driver": DRIVER, "parameters": {"x": "from-class"}}}]
                  if class_config else []}})
+    stored = OK_RESULT
     for device_class in (None, dc):
         cache = ContentCache()
-        got = cache.cheap_lookup(pool, claim, "nic", device_class)
+        assert cache.cheap_get(pool, claim, "nic", device_class) is None  # nothing known yet
         want = content_key(pool, claim, "nic", device_class)
-        if got is None:
-            assert object_fields([e.expression for e in pool.extractors]) is None
+        if want is None:
             continue
-        assert got == (want, None)
-        if want is not None:
-            cache.put(want, extract(pool.extractors, [ConfigObject("cfg", {})]))
-            hit = cache.cheap_lookup(pool, claim, "nic", device_class)
-            assert hit is not None and hit[0] == want
+        cache.put(want, stored)
+        got = cache.cheap_get(pool, claim, "nic", device_class)
+        if object_fields([e.expression for e in pool.extractors]) is None:
+            assert got is None  # the key may walk whole configs: not the cheap path's
+        else:
+            assert got is stored
+        # Any other content's key finds nothing.
+        other = claim_with({"x": "other", "y": "other"}, requests=requests)
+        if content_key(pool, other, "nic", device_class) != want:
+            assert cache.cheap_get(pool, other, "nic", device_class) is None
 
 
 @pytest.mark.parametrize("params", [
     {"x": "a", "y": "b"}, {"x": 1, "y": "b"}, {"x": "a"}, {"x": "a", "y": None}, ["x"],
 ])
 @pytest.mark.parametrize("pool", [PROJECTED, TWO], ids=["one field", "two fields"])
-def test_the_cheap_lookup_keys_typed_and_absent_fields_as_content_key_does(
+def test_the_cheap_lookup_finds_typed_and_absent_fields_by_content_key(
         params: Any, pool: PoolInfo) -> None:
     from dra_affinity.scheduler.fastpath.contentkey import ContentCache
 
     claim = claim_with(params, {"x": "second"})
-    got = ContentCache().cheap_lookup(pool, claim, "nic", None)
-    assert got is not None and got[0] == content_key(pool, claim, "nic", None)
+    cache = ContentCache()
+    key = content_key(pool, claim, "nic", None)
+    assert key is not None
+    cache.put(key, OK_RESULT)
+    assert cache.cheap_get(pool, claim, "nic", None) is OK_RESULT

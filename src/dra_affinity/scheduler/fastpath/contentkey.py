@@ -35,20 +35,19 @@ class ContentCache:
             device_class: DeviceClass | None) -> Hashable | None:
         return content_key(pool, claim, request, device_class)
 
-    def cheap_lookup(self, pool: PoolInfo, claim: ResourceClaim, request: str,
-                     device_class: DeviceClass | None
-                     ) -> tuple[Hashable | None, ExtractionResult | None] | None:
-        """(key, the outcome or None) when the pool's extractors read only named fields of
-        ``object`` (the key is then those fields' values, one C call per config); None
-        otherwise (the key may walk whole configs)."""
+    def cheap_get(self, pool: PoolInfo, claim: ResourceClaim, request: str,
+                  device_class: DeviceClass | None) -> ExtractionResult | None:
+        """The outcome when the pool's extractors read only named fields of ``object``
+        (the key is then those fields' values, one C call per config) and it is known;
+        None otherwise (unknown, or the key may walk whole configs)."""
         token = pool.extraction_token
         proj = _PROJECTIONS.get(token)
         if proj is None:
             proj = _projection(token, pool)
         if proj.fields is None:
             return None
-        key = _content_key(pool.driver, token, proj, claim, request, device_class)
-        return key, (self.get(key) if key is not None else None)
+        # (A None key, parameters too unusual to share, is never stored: get gives None.)
+        return self.get(_content_key(pool.driver, token, proj, claim, request, device_class))
 
     def put(self, key: Hashable, result: ExtractionResult) -> None:
         if result.kind is not OutcomeKind.OK:
