@@ -28,6 +28,16 @@ def test_interleaved_and_its_knock_out() -> None:
         assert isinstance(out["overheadRatio"], float) and out["overheadRatio"] > 0
     assert knocked["precomputedExtraction"] is True and normal["precomputedExtraction"] is False
     assert normal["gc"] is True
+    assert normal["warmConfig"] is False and normal["warmedConfigValues"] == 0
+
+
+def test_interleaved_warms_every_claims_config_in_both_variants() -> None:
+    out = script("interleaved.py", "--nodes", "10", "--pods", "30", "--warm-config",
+                 "--precomputed-extraction")
+    assert out["warmConfig"] is True and out["attempts"] == 30
+    # Both variants' claims carry one config of five parameters (the bench workload):
+    # every one read, for every attempt of both.
+    assert out["warmedConfigValues"] == 2 * 30 * 5
 
 
 def test_interleaved_without_gc() -> None:
