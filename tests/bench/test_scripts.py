@@ -45,6 +45,17 @@ def test_interleaved_without_gc() -> None:
     assert out["gc"] is False and out["attempts"] == 40 and out["withoutAffinityPodsPerSecond"] > 0
 
 
+def test_attr_reads_reports_each_kind_of_object() -> None:
+    from dra_affinity.api._getattr import plain_reads_possible
+
+    out = script("attr_reads.py", "--reads", "20000")
+    assert out["plainReadsPossible"] is plain_reads_possible()
+    assert out["apiModelHasPlainReads"] is plain_reads_possible()
+    per = out["nsPerRead"]
+    assert isinstance(per, dict) and set(per) == {"apiModel", "pydanticModelWithFallback", "plainObject"}
+    assert all(isinstance(v, float) and v > 0 for v in per.values())
+
+
 def test_hostile_quick_runs_every_case() -> None:
     """Every hostile case is admitted and ends in a classified outcome; a retry is
     answered from the remembered outcome (never slower to classify than the first)."""

@@ -13,6 +13,7 @@ from typing import Any, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from dra_affinity.api._getattr import use_plain_reads
 from dra_affinity.api.quantity import Quantity
 
 
@@ -30,6 +31,13 @@ class K8sModel(BaseModel):
         revalidate_instances="never",
         ser_json_inf_nan="strings",
     )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        # Attribute reads on the fast path of CPython 3.11 (see _getattr): API objects
+        # are read everywhere, a decision reads hundreds of fields.
+        use_plain_reads(cls)
 
     def to_dict(self) -> dict[str, Any]:
         """Manifest form: camelCase, only fields that were set."""
