@@ -158,6 +158,11 @@ def as_quantity(v: object) -> Quantity | None:
     return None
 
 
+#: Texts of quantities by (nano-units, format), at most _TEXTS_MAX of them.
+_TEXTS: dict[tuple[int, str], str] = {}
+_TEXTS_MAX = 4096
+
+
 @final
 class Quantity:
     """An exact Kubernetes resource quantity. Immutable and hashable."""
@@ -389,6 +394,18 @@ class Quantity:
     # -- formatting -----------------------------------------------------
 
     def __str__(self) -> str:
+        # A program prints few distinct quantities many times (PreBind writes every
+        # allocation's consumed capacity): the text is worked out once per value.
+        key = (self._nanos, self._format)
+        text = _TEXTS.get(key)
+        if text is None:
+            if len(_TEXTS) >= _TEXTS_MAX:
+                _TEXTS.clear()
+            text = _TEXTS[key] = self._text()
+        return text
+
+    def _text(self) -> str:
+        """:meth:`__str__`, worked out."""
         n = self._nanos
         if n == 0:
             return "0"
