@@ -5,8 +5,9 @@ extra fields, which API models have neither of. Python calls a class's ``__getat
 only once normal lookup has failed, but on CPython 3.11 its mere presence puts a
 wrapper in the type's attribute-lookup slot (``tp_getattro``), and the interpreter does
 not specialise attribute reads on such types: every ``claim.spec`` walks the generic
-path, 54 ns against 11 ns for a plain read (``docs/decisions.md``, "Attribute reads of
-API objects"). CPython 3.12 specialises these reads itself.
+path through the wrapper, about three times the cost of a specialised read
+(``benchmarks/attr_reads.py``; ``docs/decisions.md``, "Attribute reads of API
+objects"). CPython 3.12 specialises these reads itself.
 
 So on CPython before 3.12, each API model class gets the generic lookup back in its
 slot, when it is safe: the class's ``__getattr__`` is pydantic's own fallback, it has
