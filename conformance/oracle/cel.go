@@ -40,6 +40,9 @@ type celRequest struct {
 	Expression string          `json:"expression"`
 	Object     json.RawMessage `json:"object"`
 	Device     *deviceInput    `json:"device"`
+	// Manifest, when set, is a YAML or JSON manifest whose first document,
+	// read as kubectl and the API server read it, is bound to `object`.
+	Manifest *string `json:"manifest"`
 	// CostLimit overrides the runtime cost limit when set.
 	CostLimit *uint64 `json:"costLimit"`
 	// Features of the DRA CEL environment (env "device" only).
@@ -120,7 +123,11 @@ func celObject(req *celRequest) (map[string]any, error) {
 		return nil, fmt.Errorf("building the CEL environment: %w", err)
 	}
 	var object any
-	if len(req.Object) > 0 {
+	if req.Manifest != nil {
+		if object, err = manifestObject(*req.Manifest); err != nil {
+			return errorAnswer("manifest", err.Error()), nil
+		}
+	} else if len(req.Object) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(req.Object))
 		dec.UseNumber()
 		if err := dec.Decode(&object); err != nil {

@@ -34,8 +34,8 @@ def error(text: str) -> str:
     ("True", True), ("no", False), ("n", False), ("off", False), ("FALSE", False),
     ("~", None), ("null", None), ("", None), ("NULL", None),
     ("12", 12), ("+12", 12), ("-12", -12), ("1_000", 1000), ("0x1F", 31), ("0o17", 15),
-    ("0b101", 5), ("0777", 511), ("089", 89.0), ("1e3", 1000.0), ("1.", 1.0), (".5", 0.5),
-    ("-.5e1", -5.0), ("9223372036854775807", 9223372036854775807),
+    ("0b101", 5), ("0777", 511), ("089", 89), ("1e3", 1000), ("1.", 1), (".5", 0.5),
+    ("-.5e1", -5), ("-.5e-1", -0.05), ("9223372036854775807", 9223372036854775807),
     ("9223372036854775808", 9223372036854775808.0), ("18446744073709551616", 2.0**64),
     ("yES", "yES"), ("1:30", "1:30"), ("0x", "0x"), ("1e400", "1e400"), ("_1", "_1"),
     ("2001-12-14", "2001-12-14"), ("2001-12-14t21:59:43.10-05:00", "2001-12-14t21:59:43.10-05:00"),
@@ -57,7 +57,8 @@ def test_quoted_and_block_scalars_are_strings() -> None:
 
 # ---------------------------------------------------------------- tags
 @pytest.mark.parametrize(("text", "value"), [
-    ("!!str 12", "12"), ("!!int '12'", 12), ("!!float 1", 1.0), ("!!bool yes", True),
+    ("!!str 12", "12"), ("!!int '12'", 12), ("!!float 1", 1), ("!!float 1.5", 1.5),
+    ("!!bool yes", True),
     ("!!null ''", None), ("!!timestamp 2001-01-02", "2001-01-02"), ("! 12", "12"),
 ])
 def test_explicit_tags_that_fit_their_value(text: str, value: object) -> None:
@@ -84,6 +85,40 @@ def test_yaml_tags_on_the_wrong_value_are_input_errors(text: str, message: str) 
     msg = error(f"kind: X\nv: {text}\n")
     assert message in msg
     assert "line 2, column 4" in msg
+
+
+# ---------------------------------------------------------------- numbers as kubectl sends them
+@pytest.mark.parametrize(("text", "value"), [
+    ("1e6", 1000000), ("1000000.0", 1000000), ("-0.0", 0), ("9000.0", 9000), ("1e20", 1e20),
+    ("1e21", 1e21), ("-9223372036854775808.0", -9223372036854775808.0),
+    ("1152921504606846976.0", 1152921504606847000), ("1e-7", 1e-7), ("1.5", 1.5),
+])
+def test_integral_floats_arrive_as_the_integers_kubectl_writes(text: str, value: object) -> None:
+    """sigs.k8s.io/yaml writes a float with Go's encoding/json (shortest digits, plain
+    decimal below 1e21); the API server decodes what parses as an int64 as an int."""
+    got = data(f"v: {text}\n")["v"]  # type: ignore[index]
+    assert got == value
+    assert type(got) is type(value)
+
+
+def test_integral_float_reaches_cel_as_an_int() -> None:
+    from dra_affinity.cel import EXTRACTOR_ENV
+
+    obj = data("vlan: 1e6\nmtu: 9000.0\nz: -0.0\n")
+    for expression, want in [("string(object.vlan)", "1000000"), ("object.mtu + 1", 9001),
+                             ("string(object.z)", "0")]:
+        assert EXTRACTOR_ENV.compile(expression).evaluate({"object": obj}, 100)[0] == want
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    (r'{"v": "\ud83d\ude00"}', "\U0001F600"), (r'{"v": "a\uD83D\uDE00b"}', "a\U0001F600b"),
+    (r'{"v": "\ud83d"}', "\ufffd"), (r'{"v": "\ude00x\ud83dy"}', "\ufffdx\ufffdy"),
+    (r'{"v": "\\ud83d"}', "\\ud83d"), (r'  {"v": "\u00e9"}', "\u00e9"), ('{"v": 1e3}', 1000),
+])
+def test_json_streams_decode_surrogate_escapes_as_kubectl(text: str, value: object) -> None:
+    """A stream starting with '{' is JSON to kubectl: an escaped surrogate pair is the
+    character (what Python's json.dumps writes), a lone surrogate U+FFFD."""
+    assert data(text) == {"v": value}
 
 
 # ---------------------------------------------------------------- numbers JSON cannot hold
@@ -162,7 +197,9 @@ def test_escaped_control_character_is_text() -> None:
 
 
 def test_surrogate_escape_is_an_input_error() -> None:
+    """In YAML (go-yaml, hence kubectl, refuses it too; JSON streams decode it)."""
     assert "invalid Unicode character escape" in error('a: "\\ud800"\n')
+    assert "invalid Unicode character escape" in error('a: "\\ud83d\\ude00"\n')
 
 
 def test_alias_bomb_is_bounded() -> None:

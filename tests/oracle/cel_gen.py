@@ -65,6 +65,12 @@ ATOMS: Final[dict[str, tuple[str, ...]]] = {
                "'2562047h47m16.854775807s'", "'2562047h47m16.854775808s'"),
     "tz": ("'America/New_York'", "'Asia/Kolkata'", "'UTC'", "'+05:30'", "'-02:15'", "'Mars/Base'", "'5:30'",
            "'Europe/Berlin'", "'+05:99'"),
+    # numbers at the 64-bit edges, where comparing an int (or uint) with a double rounds
+    "edge": ("9223372036854775807", "-9223372036854775808", "9223372036854775808.0",
+             "-9223372036854775808.0", "18446744073709551615u", "18446744073709551616.0",
+             "9223372036854775808u", "9223372036854775807u", "9007199254740993", "9007199254740992.0",
+             "double('NaN')", "1e308", "-0.0", "0", "0u", "1.0", "1", "object.big", "object.count",
+             "9223372036854775806.0", "18446744073709549568.0"),
     "fmt": ("'%s'", "'%d'", "'%.2f'", "'%e'", "'%x'", "'%X'", "'%o'", "'%b'", "'%s-%s'", "'[%s]'", "'%%%s'",
             "'%.0f'", "'%f %s'", "'%z'", "'%'"),
 }
@@ -214,6 +220,14 @@ FAMILIES: Final[tuple[tuple[str, int, tuple[str, ...]], ...]] = (
                        "string(b'\\xff')", "double('1e400')", "int(' 1')", "int('+1')",
                        "int('0x1f')", "string(-0.0)", "string(1e21)", "string(123456789.0)",
                        "string(0.000001)", "string(1e-7)", "type(type(1))", "int(timestamp('2024-01-01T00:00:00Z'))")),
+    ("numeric.edge", 4, ("{edge} < {edge}", "{edge} <= {edge}", "{edge} > {edge}", "{edge} >= {edge}",
+                         "dyn({edge}) == dyn({edge})", "dyn({edge}) != dyn({edge})",
+                         "[dyn({edge}), dyn({edge})].max()", "[dyn({edge}), dyn({edge})].min()",
+                         "dyn({edge}) in [{edge}]", "dyn({edge}) in [{edge}, {edge}]",
+                         "dyn({edge}) in [dyn({edge}), dyn({edge})]",
+                         "[dyn({edge})] == [dyn({edge})]", "{{'k': dyn({edge})}} == {{'k': dyn({edge})}}",
+                         "[dyn({edge}), dyn({edge})].isSorted()", "[dyn({edge}), dyn({edge})].indexOf(dyn({edge}))",
+                         "{{9223372036854775807: 'a', 1: 'b'}}[?dyn({edge})]")),
     ("size", 4, ("size({any})", "size({str})", "size({list})", "size({map})", "size({bytes})",
                  "size(object)", "size(object.{key})", "{str}.size()", "{list}.size()")),
     ("regex", 5, ("{str}.matches({regex})", "{str}.find({regex})", "{str}.findAll({regex})",
@@ -346,7 +360,7 @@ FAMILIES: Final[tuple[tuple[str, int, tuple[str, ...]], ...]] = (
                  "object.tags.all(a, object.tags.all(b, object.tags.all(c, a + b + c != '')))")),
 )
 
-HOLE: Final = re.compile(r"\{\{|\}\}|\{(int|small|uint|double|str|bool|list|ilist|slist|map|bytes|regex|qty|semver|ipstr|cidrstr|urlstr|tsstr|durstr|tz|fmt|acc|dacc|ipacc|cidracc|urlacc|any|key|typename)\}")
+HOLE: Final = re.compile(r"\{\{|\}\}|\{(int|small|uint|double|str|bool|list|ilist|slist|map|bytes|regex|edge|qty|semver|ipstr|cidrstr|urlstr|tsstr|durstr|tz|fmt|acc|dacc|ipacc|cidracc|urlacc|any|key|typename)\}")
 
 
 class Generator:
@@ -459,7 +473,7 @@ class Generator:
             return r.choice(TYPENAMES)
         if kind in LIB_HOLES:
             return r.choice(LIB_HOLES[kind])
-        if kind in ("small", "regex", "qty", "semver", "ipstr", "cidrstr", "urlstr", "tsstr", "durstr", "tz",
+        if kind in ("small", "regex", "edge", "qty", "semver", "ipstr", "cidrstr", "urlstr", "tsstr", "durstr", "tz",
                     "fmt"):
             return r.choice(ATOMS[kind])
         if kind == "any":

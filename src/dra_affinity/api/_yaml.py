@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import decimal
 import math
 import re
 import struct
@@ -196,9 +197,59 @@ def _json_value(rtag: str, value: Any, mark: Any) -> Any:
             return float(value)
         except OverflowError:
             raise _YAMLValueError("integer out of range (beyond a 64-bit float)", mark) from None
-    if rtag == _FLOAT and (math.isnan(value) or math.isinf(value)):
-        raise _YAMLValueError(f"{value} cannot be represented in JSON", mark)
-    return value  # _STR and _TIMESTAMP text, bool, None, finite float
+    if rtag == _FLOAT:
+        if math.isnan(value) or math.isinf(value):
+            raise _YAMLValueError(f"{value} cannot be represented in JSON", mark)
+        return json_number(value)
+    return value  # _STR and _TIMESTAMP text, bool, None
+
+
+# Go's encoding/json writes a float64 without an exponent below this magnitude.
+_GO_JSON_PLAIN_LIMIT = 1e21
+
+
+def json_number(f: float) -> int | float:
+    """A finite float as the API server decodes it after kubectl sent it.
+
+    kubectl converts YAML to JSON with Go's encoding/json, which writes a float
+    below 1e21 as its shortest round-trip digits in plain decimal (``1e6`` and
+    ``1000000.0`` as ``1000000``, ``-0.0`` as ``-0``, 2**60 as
+    ``1152921504606847000``), and the API server decodes a JSON number that
+    parses as an int64 as an integer: so such a float arrives as the int those
+    digits spell when it fits int64 (``-0.0`` as 0), anything else as a float.
+    """
+    if not f.is_integer() or abs(f) >= _GO_JSON_PLAIN_LIMIT:
+        return f
+    i = int(decimal.Decimal(repr(f)))  # Python's repr: the same shortest digits as Go's
+    return i if INT64_MIN <= i <= INT64_MAX else f
+
+
+_JSON_ESCAPE = re.compile(
+    r"\\\\|\\u([dD][89abAB][0-9a-fA-F]{2})(?:\\u([dD][c-fC-F][0-9a-fA-F]{2}))?"
+    r"|\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _surrogate_escape(m: re.Match[str]) -> str:
+    text = m.group(0)
+    if text == "\\\\":
+        return text  # an escaped backslash: what follows it is not an escape
+    high, low = m.group(1), m.group(2)
+    if high is None or low is None:
+        return "\\uFFFD"  # a lone surrogate: Go's decoder reads U+FFFD
+    code = 0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+    return f"\\U{code:08X}"
+
+
+def json_escapes(text: str) -> str:
+    """A JSON stream's UTF-16 surrogate escapes as YAML can read them.
+
+    kubectl reads a stream that starts with ``{`` as JSON (Go's decoder): an
+    escaped surrogate pair (``"\\ud83d\\ude00"``, what Python's ``json.dumps``
+    writes) is the character it encodes and a lone surrogate is U+FFFD, where
+    YAML refuses any surrogate escape (as go-yaml does for a YAML file). Outside
+    strings JSON has no backslash, so rewriting every escape is exact.
+    """
+    return _JSON_ESCAPE.sub(_surrogate_escape, text) if "\\u" in text else text
 
 
 def _go_float32(f: float) -> str:
@@ -415,6 +466,8 @@ def read_documents(text: str, source: str) -> list[Document]:
                                                     "bytes")])
     if text.startswith("\ufeff"):
         text = text[1:]
+    if text.lstrip()[:1] == "{":  # a JSON stream, as kubectl tells one
+        text = json_escapes(text)
     docs: list[Document] = []
     index, line = 0, None
     try:

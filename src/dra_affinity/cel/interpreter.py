@@ -45,7 +45,17 @@ from .meter import (
 )
 from .operators import BINARY, UNARY, BinaryOp, eq_op, index_value
 from .optionals import CelOptional
-from .values import TYPE_IDENTIFIERS, CelMap, ConstList, canon_key, cel_eq, is_list, map_insert
+from .values import (
+    TYPE_IDENTIFIERS,
+    CelMap,
+    ConstList,
+    canon_key,
+    cel_eq,
+    is_list,
+    map_insert,
+    member_key,
+    set_members,
+)
 
 __all__ = [
     "LIST_CREATE_BASE_COST",
@@ -386,12 +396,11 @@ class Compiler:
         folded = self._fold(e.right)
         if folded is None or not isinstance(folded[0], list):
             return None
-        keys = [canon_key(x) if type(x) is not float else None for x in folded[0]]
-        if any(k is None for k in keys):
+        members = set_members(folded[0])
+        if members is None:
             return None
-        members = frozenset(keys)
-        if isinstance(e.left, A.Const) and canon_key(e.left.value) is not None:
-            found = canon_key(e.left.value) in members
+        if isinstance(e.left, A.Const) and member_key(e.left.value) is not None:
+            found = member_key(e.left.value) in members
 
             def constant_in(env: Env, m: Meter) -> object:
                 return found
@@ -402,10 +411,10 @@ class Compiler:
 
         def set_membership(env: Env, m: Meter) -> object:
             a = left(env, m)
-            k = canon_key(a)
+            k = member_key(a)
             if k is not None:
                 return k in members
-            if type(a) is float:  # a fractional double equals no integer or string
+            if type(a) is float:  # NaN is a member of nothing
                 return False
             return any(cel_eq(a, x) for x in seq)  # other kinds: never equal to a scalar
 

@@ -592,7 +592,7 @@ def _is_sorted(lst: Any) -> bool:
     items = list(lst)
     for a, b in itertools.pairwise(items):
         c = compare(a, b)
-        if c is None or c > 0:
+        if c is not None and c > 0:  # NaN is unordered: not out of order (as Kubernetes)
             return False
     return True
 

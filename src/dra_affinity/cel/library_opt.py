@@ -17,7 +17,7 @@ from . import types as T
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .optionals import OPT_INDEX, OPT_NONE, OPT_SELECT, CelOptional, of
 from .types import Ty
-from .values import UInt, is_list, is_map, map_lookup, type_name
+from .values import UInt, check_qualifier, is_list, is_map, map_lookup, type_name
 
 
 def optional_of(t: Ty) -> Ty:
@@ -128,7 +128,10 @@ def opt_index(v: Any, k: Any) -> CelOptional:
         return of(seq[i]) if 0 <= i < len(seq) else OPT_NONE
     if is_map(v):
         found, r = map_lookup(v, k)
-        return of(r) if found else OPT_NONE
+        if found:
+            return of(r)
+        check_qualifier(k)
+        return OPT_NONE
     return OPT_NONE  # cel-go: a presence test on a value it cannot index answers "absent"
 
 

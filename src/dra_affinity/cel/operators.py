@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
-from .errors import DIVISION_BY_ZERO, INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .errors import (
+    DIVISION_BY_ZERO,
+    INVALID_ARGUMENT,
+    NO_SUCH_OVERLOAD,
+    OVERFLOW,
+    RUNTIME,
+    CELEvalError,
+)
 from .lib_dra import DomainMap
 from .library import build_cost, nso, str_cost
 from .library_opt import opt_index
@@ -38,6 +45,7 @@ from .values import (
     UINT64_MAX,
     UInt,
     cel_eq,
+    check_qualifier,
     compare,
     is_list,
     is_map,
@@ -79,6 +87,7 @@ def index_value(v: Any, k: Any) -> object:
         found, r = map_lookup(v, k)
         if found:
             return r
+        check_qualifier(k)
         missing_key(k)
     if tv is CelOptional:  # indexing through an optional: an optional
         return opt_index(v, k)
@@ -134,8 +143,8 @@ def _fast_flat_eq(x: Any, y: Any, m: Meter) -> bool | None:
     both = types_x | types_y
     if not (ok_x and ok_y and both <= _PLAIN_TYPES):
         return None
-    if bool in both and (int in both or float in both):
-        return None
+    if (bool in both and (int in both or float in both)) or (int in both and float in both):
+        return None  # Python's == differs from CEL's: bool meets a number, int a double
     if x is y:
         return True
     if tx is not ty:
@@ -397,7 +406,7 @@ def metered_ordering(op: str) -> BinaryOp:
     def ordering(a: Any, b: Any, m: Meter) -> bool:
         ta = type(a)
         tb = type(b)
-        if ta is tb and (ta is int or ta is float):
+        if ta is tb and (ta is int or (ta is float and a == a and b == b)):
             c = m.cost + 1
             m.cost = c
             if c > m.limit:
@@ -413,7 +422,9 @@ def metered_ordering(op: str) -> BinaryOp:
             r = compare(a, b)
         except CELEvalError:
             nso(name, a, b)
-        return r is not None and py(r, 0)
+        if r is None:
+            raise CELEvalError("NaN values cannot be ordered", RUNTIME)
+        return py(r, 0)
 
     ordering.__name__ = ordering.__qualname__ = "ordering" + name
     return ordering

@@ -25,11 +25,11 @@ Python's ``bool`` is a subclass of ``int``; every check here uses ``type(x) is
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final, final
 
-from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
+from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, RUNTIME, CELEvalError
 from .optionals import OPTIONAL_TYPE_NAME, CelOptional
 from .quantity import Quantity, as_quantity
 from .semver import Semver
@@ -209,6 +209,16 @@ def _num(v: Any) -> int | float | None:
     return None
 
 
+def _as_doubles(na: int | float, nb: int | float) -> tuple[int | float, int | float]:
+    """An int (or uint) and a double compared as cel-go compares them: the integer
+    converted to a double (so 2**63-1 equals 2**63 as a double, as upstream).
+    An integer past the double range (only from caller data) stays exact."""
+    try:
+        return float(na), float(nb)
+    except OverflowError:
+        return na, nb
+
+
 def cel_eq(a: Any, b: Any) -> bool:
     """CEL equality with heterogeneous numeric comparison; different kinds are unequal."""
     ta = type(a)
@@ -220,8 +230,11 @@ def cel_eq(a: Any, b: Any) -> bool:
     na = _num(a)
     if na is not None:
         nb = _num(b)
-        # Python compares int and float exactly; NaN is unequal to everything.
-        return nb is not None and na == nb
+        if nb is None:
+            return False
+        if type(na) is not type(nb):
+            na, nb = _as_doubles(na, nb)
+        return na == nb  # NaN is unequal to everything
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, str) or isinstance(b, str):
@@ -348,6 +361,54 @@ def canon_key(k: object) -> tuple[str, object] | None:
     return None
 
 
+_TWO_63: Final = 2.0**63
+_TWO_64: Final = 2.0**64
+
+
+def member_key(v: object) -> tuple[str, object] | None:
+    """The key of ``v`` in a set of :func:`set_members` (None: a NaN or not a scalar)."""
+    if type(v) is float:
+        return ("d", v) if v == v else None
+    return canon_key(v)
+
+
+def set_members(items: Sequence[object]) -> frozenset[tuple[str, object]] | None:
+    """A constant list of scalars as cel-go's planner hashes it for ``x in [...]``.
+
+    Each element is a key, plus its conversions to the other numeric kinds: an
+    int or uint as a double (rounded, as Go converts), a double as an int or uint
+    only where that conversion is exact. So ``2**63-1`` finds the double ``2**63``
+    in the set but not the other way round, as upstream. None when an element is
+    not a scalar (or is bytes, which cel-go does not hash).
+    """
+    keys: set[tuple[str, object]] = set()
+    for x in items:
+        t = type(x)
+        if t is float:
+            if x == x:
+                keys.add(("d", x))
+            if x.is_integer() and -_TWO_63 < x < _TWO_64:  # type: ignore[attr-defined]
+                keys.add(("n", int(x)))  # type: ignore[call-overload]
+            continue
+        k = canon_key(x)
+        if k is None:
+            return None
+        keys.add(k)
+        if k[0] == "n":
+            keys.add(("d", float(k[1])))  # type: ignore[arg-type]
+    return frozenset(keys)
+
+
+_QUALIFIER_TYPES: Final = frozenset({str, int, UInt, float, bool})
+
+
+def check_qualifier(key: object) -> None:
+    """A map index must be a string, number or bool: cel-go refuses any other key
+    type ("invalid qualifier type") before it looks at the map, even an empty one."""
+    if type(key) not in _QUALIFIER_TYPES:
+        raise CELEvalError(f"invalid qualifier type: {type_name(key)}", RUNTIME)
+
+
 def map_lookup(m: Mapping[object, object], key: Any) -> tuple[bool, object]:
     """Look a key up with CEL key equality (``1``, ``1u`` and ``1.0`` match; ``true`` never matches ``1``)."""
     if type(key) is str:
@@ -396,6 +457,8 @@ def compare(a: Any, b: Any) -> int | None:
         na = _num(a)
         nb = _num(b)
         if na is not None and nb is not None:
+            if type(na) is not type(nb):
+                na, nb = _as_doubles(na, nb)
             if na < nb:
                 return -1
             if na > nb:
