@@ -383,12 +383,11 @@ def set_members(items: Sequence[object]) -> frozenset[tuple[str, object]] | None
     """
     keys: set[tuple[str, object]] = set()
     for x in items:
-        t = type(x)
-        if t is float:
+        if isinstance(x, float):
             if x == x:
                 keys.add(("d", x))
-            if x.is_integer() and -_TWO_63 < x < _TWO_64:  # type: ignore[attr-defined]
-                keys.add(("n", int(x)))  # type: ignore[call-overload]
+            if x.is_integer() and -_TWO_63 < x < _TWO_64:
+                keys.add(("n", int(x)))
             continue
         k = canon_key(x)
         if k is None:
