@@ -17,7 +17,7 @@ from dra_affinity.scheduler.nodefit import (
     pod_requests,
     untolerated,
 )
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 
 
 def pod(name: str = "p", node: str | None = None, phase: str | None = None, **spec: Any) -> Pod:
@@ -66,7 +66,7 @@ def verdict(p: Pod, n: Node, used: dict[str, int] | None = None) -> str | None:
 def test_toleration_matching(toleration: dict[str, str], taint: dict[str, str], tolerated: bool) -> None:
     p = pod(tolerations=[toleration])
     n = node(taints=[taint])
-    assert verdict(p, n) == (None if tolerated else R.TAINT_NOT_TOLERATED)
+    assert verdict(p, n) == (None if tolerated else reasons.TAINT_NOT_TOLERATED)
 
 
 def test_prefer_no_schedule_taints_do_not_filter() -> None:
@@ -76,7 +76,7 @@ def test_prefer_no_schedule_taints_do_not_filter() -> None:
 def test_every_scheduling_taint_must_be_tolerated() -> None:
     taints = [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"}]
     assert verdict(pod(tolerations=[{"key": "a", "operator": "Exists"}]), node(taints=taints)) \
-        == R.TAINT_NOT_TOLERATED
+        == reasons.TAINT_NOT_TOLERATED
     both = [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]
     assert verdict(pod(tolerations=both), node(taints=taints)) is None
     placement = placement_of(pod(tolerations=both[:1]))
@@ -91,7 +91,7 @@ def test_message_names_the_taint() -> None:
 
 def test_unschedulable_node_unless_tolerated() -> None:
     n = node(unschedulable=True)
-    assert verdict(pod(), n) == R.NODE_UNSCHEDULABLE
+    assert verdict(pod(), n) == reasons.NODE_UNSCHEDULABLE
     tol = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
     assert verdict(pod(tolerations=[tol]), n) is None
 
@@ -108,8 +108,8 @@ def test_required_node_affinity_terms_or_expressions_and() -> None:
     by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n9"]}]}
     p = pod(affinity=affinity(zone_a, by_name))
     assert verdict(p, node("n1", labels={"zone": "a"})) is None
-    assert verdict(p, node("n1", labels={"zone": "a", "gpu": "1"})) == R.NODE_AFFINITY_MISMATCH
-    assert verdict(p, node("n1", labels={"zone": "b"})) == R.NODE_AFFINITY_MISMATCH
+    assert verdict(p, node("n1", labels={"zone": "a", "gpu": "1"})) == reasons.NODE_AFFINITY_MISMATCH
+    assert verdict(p, node("n1", labels={"zone": "b"})) == reasons.NODE_AFFINITY_MISMATCH
     assert verdict(p, node("n9", labels={"zone": "b"})) is None
 
 
@@ -168,10 +168,10 @@ def test_resource_fit() -> None:
     p = pod(containers=[container(cpu="2", memory="1Gi")])
     assert verdict(p, n) is None
     assert verdict(p, n, {"cpu": 2000, "pods": 1}) is None  # exactly fits
-    assert verdict(p, n, {"cpu": 2001, "pods": 1}) == R.INSUFFICIENT_NODE_RESOURCES
-    assert verdict(pod(), n, {"pods": 3}) == R.INSUFFICIENT_NODE_RESOURCES  # too many pods
+    assert verdict(p, n, {"cpu": 2001, "pods": 1}) == reasons.INSUFFICIENT_NODE_RESOURCES
+    assert verdict(pod(), n, {"pods": 3}) == reasons.INSUFFICIENT_NODE_RESOURCES  # too many pods
     fpga = pod(containers=[container(**{"example.com/fpga": "1"})])
-    assert verdict(fpga, n) == R.INSUFFICIENT_NODE_RESOURCES  # not on this node at all
+    assert verdict(fpga, n) == reasons.INSUFFICIENT_NODE_RESOURCES  # not on this node at all
 
 
 def test_node_without_allocatable_is_not_resource_checked() -> None:
@@ -181,7 +181,7 @@ def test_node_without_allocatable_is_not_resource_checked() -> None:
 def test_insufficient_message_lists_resources() -> None:
     n = node_facts(node(allocatable={"cpu": "1", "memory": "1Gi", "pods": "10"}))
     got = check_node(placement_of(pod(containers=[container(cpu="2", memory="2Gi")])), n, {}, {})
-    assert got == (R.INSUFFICIENT_NODE_RESOURCES, "node n1: insufficient cpu, memory")
+    assert got == (reasons.INSUFFICIENT_NODE_RESOURCES, "node n1: insufficient cpu, memory")
 
 
 # ------------------------------------------------------------------ usage
@@ -231,4 +231,4 @@ def test_malformed_placement_names_the_field(spec: dict[str, Any], field: str) -
 def test_unparsable_allocatable_counts_as_zero() -> None:
     n = node(allocatable={"cpu": "many", "pods": "10"})
     assert node_facts(n).allocatable == {"cpu": 0, "pods": 10}
-    assert verdict(pod(containers=[container(cpu="1m")]), n) == R.INSUFFICIENT_NODE_RESOURCES
+    assert verdict(pod(containers=[container(cpu="1m")]), n) == reasons.INSUFFICIENT_NODE_RESOURCES

@@ -6,7 +6,7 @@ import pytest
 
 from builders import Env, device_slice, meta_slice, nic_class, nic_params
 from dra_affinity.cel.extract import MAX_AFFINITY_VALUE_LENGTH
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.model import Result
 
 
@@ -20,7 +20,7 @@ def test_affinity_value_length_bound(length: int, result: Result) -> None:
     a = env.schedule("a")
     assert a.result is result, a.message
     if result is Result.UNRESOLVABLE:
-        assert [r.code for r in a.reasons] == [R.AFFINITY_VALUE_TOO_LONG]
+        assert [r.code for r in a.reasons] == [reasons.AFFINITY_VALUE_TOO_LONG]
         assert env.status("networking.example.com/node-1/eth1") == ("Clean", {})
     else:
         assert env.status("networking.example.com/node-1/eth1") == ("Locked", {"subnet": "s" * length})

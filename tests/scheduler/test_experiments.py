@@ -19,7 +19,7 @@ from builders import (
     pod,
 )
 from dra_affinity.api.resource import ResourceSlice
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.experiments import (
     PREFERRED_KEYS_ANNOTATION,
     SHARING_STRATEGY_ANNOTATION,
@@ -42,7 +42,7 @@ def test_never_set_lock_waits_for_a_leader() -> None:
     follower(env, "f", "X")
     f = env.schedule("f")
     assert f.result is Result.UNSCHEDULABLE
-    assert {r.code for r in f.reasons} == {R.AFFINITY_NEVER_SET_LOCK}
+    assert {r.code for r in f.reasons} == {reasons.AFFINITY_NEVER_SET_LOCK}
     env.add_pod("leader", nic_params("X"))
     assert [a["device"] for a in env.schedule("leader").allocations] == [ETH0]
     assert [a["device"] for a in env.schedule("f").allocations] == [ETH0]

@@ -23,7 +23,7 @@ from builders import (
 from dra_affinity.observe.metrics import COMPATIBLE_REUSE, LOCK_CONFLICT, NO_KEYS
 from dra_affinity.scheduler import reserve as reserve_module
 from dra_affinity.scheduler.cycle import CycleState
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.model import Result
 from dra_affinity.structured.state import Share
 
@@ -60,7 +60,7 @@ def test_conflicting_lock_excluded() -> None:
     env.schedule("a")
     c = env.schedule("c")
     assert c.result is Result.UNSCHEDULABLE
-    assert codes(c) == [R.AFFINITY_LOCK_MISMATCH]
+    assert codes(c) == [reasons.AFFINITY_LOCK_MISMATCH]
     assert c.reasons[0].device == ETH1 and "subnet-X" in c.reasons[0].message
     assert env.metric(LOCK_CONFLICT) == 1
     assert env.status(ETH1) == ("Locked", {"subnet": "subnet-X"})
@@ -100,7 +100,7 @@ def test_no_keys_filtered(params: dict[str, object] | None) -> None:
     env.add_pod("a", params)
     a = env.schedule("a")
     assert a.result is Result.UNSCHEDULABLE
-    assert codes(a) == [R.AFFINITY_NO_KEYS]
+    assert codes(a) == [reasons.AFFINITY_NO_KEYS]
     assert env.metric(NO_KEYS) == 1
     assert env.status(ETH1) == ("Clean", {})
 
@@ -121,7 +121,7 @@ def test_conflicting_configs_are_claim_error() -> None:
     env.add_pod("a", nic_params("subnet-X"), nic_params("subnet-Y"))
     a = env.schedule("a")
     assert a.result is Result.UNRESOLVABLE
-    assert codes(a) == [R.AFFINITY_SELF_INCONSISTENT]
+    assert codes(a) == [reasons.AFFINITY_SELF_INCONSISTENT]
     assert env.status(ETH1) == ("Clean", {}) and env.status(ETH2) == ("Clean", {})
 
 
@@ -133,10 +133,10 @@ def test_same_value_twice_is_consistent() -> None:
 
 
 @pytest.mark.parametrize("expr, params, code", [
-    pytest.param("object.subnet", nic_params("subnet-X"), R.AFFINITY_CEL_ERROR, id="missing-field"),
-    pytest.param("object.mtu", nic_params("subnet-X", mtu=9000), R.AFFINITY_CEL_ERROR, id="non-string"),
+    pytest.param("object.subnet", nic_params("subnet-X"), reasons.AFFINITY_CEL_ERROR, id="missing-field"),
+    pytest.param("object.mtu", nic_params("subnet-X", mtu=9000), reasons.AFFINITY_CEL_ERROR, id="non-string"),
     pytest.param('object.l.all(a, object.l.all(b, object.l.all(c, a + b + c >= 0))) ? "x" : ""',
-                 nic_params("subnet-X", l=list(range(300))), R.AFFINITY_COST_EXCEEDED, id="cost"),
+                 nic_params("subnet-X", l=list(range(300))), reasons.AFFINITY_COST_EXCEEDED, id="cost"),
 ])
 def test_cel_error_aborts(expr: str, params: dict[str, object], code: str) -> None:
     """Filter: CEL evaluation error (missing field, non-string return, cost budget exhausted) ->
@@ -193,7 +193,7 @@ def test_reserve_conflict_on_concurrent_cycles() -> None:
     env.add_pod("c", nic_params("subnet-X"))
     out = env.scheduler.schedule_concurrently(["default/a", "default/b", "default/c"])
     assert [o.result for o in out] == [Result.SCHEDULED, Result.UNSCHEDULABLE, Result.SCHEDULED]
-    assert codes(out[1]) == [R.RESERVE_CONFLICT]
+    assert codes(out[1]) == [reasons.RESERVE_CONFLICT]
     assert env.status(ETH1) == ("Locked", {"subnet": "subnet-X"})
     assert sorted(s.claim for s in env.scheduler.state.shares(ETH1)) == ["default/a-nic", "default/c-nic"]
 
@@ -239,7 +239,7 @@ def test_reserve_rechecks_a_lock_set_since_filter() -> None:
     state.add(ETH1, Share("default/other", "nic", "id-1", planned.consumed, (("subnet", "subnet-Y"),),
                           gated=True), exclusive=False)
     conflict = reserve_module.reserve(state, env.scheduler.snapshot(), cyc)
-    assert conflict is not None and conflict.code == R.RESERVE_CONFLICT
+    assert conflict is not None and conflict.code == reasons.RESERVE_CONFLICT
     assert [s.claim for s in state.shares(ETH1)] == ["default/other"]
 
 
@@ -261,7 +261,7 @@ def test_unreserve_rolls_back() -> None:
     env.add_pod("a", nic_params("subnet-X"))
     env.add_pod("b", nic_params("subnet-Y"))
     a = env.schedule("a", fail_bind=True)
-    assert a.result is Result.UNSCHEDULABLE and codes(a) == [R.BIND_FAILED]
+    assert a.result is Result.UNSCHEDULABLE and codes(a) == [reasons.BIND_FAILED]
     assert env.status(ETH1) == ("Clean", {})
     assert not env.scheduler.state.is_allocated(ETH1)
     assert env.cluster.claim("default/a-nic").status.allocation is None  # type: ignore[union-attr]
@@ -300,7 +300,7 @@ def test_partial_key_filtered() -> None:
     env.add_pod("a", nic_params("subnet-a", pkey=""))
     env.add_pod("b", nic_params("subnet-a", pkey="0x8001"))
     a = env.schedule("a")
-    assert a.result is Result.UNSCHEDULABLE and codes(a) == [R.AFFINITY_NO_KEYS]
+    assert a.result is Result.UNSCHEDULABLE and codes(a) == [reasons.AFFINITY_NO_KEYS]
     assert "pkey" in a.reasons[0].message
     assert env.schedule("b").result is Result.SCHEDULED
     assert env.status(ETH1) == ("Locked", {"pkey": "0x8001", "subnet": "subnet-a"})
@@ -313,7 +313,7 @@ def test_multi_key_all_must_match() -> None:
     env.add_pod("b", nic_params("subnet-a", pkey="0x8002"))
     env.schedule("a")
     b = env.schedule("b")
-    assert codes(b) == [R.AFFINITY_LOCK_MISMATCH]
+    assert codes(b) == [reasons.AFFINITY_LOCK_MISMATCH]
 
 
 def test_multi_request_scoping() -> None:
@@ -345,7 +345,7 @@ def test_two_requests_same_device_must_agree() -> None:
     env.apply(pod("m"))
     m = env.schedule("m")
     assert m.result is Result.UNSCHEDULABLE
-    assert R.AFFINITY_LOCK_MISMATCH in codes(m)
+    assert reasons.AFFINITY_LOCK_MISMATCH in codes(m)
 
 
 def test_capacity_interaction() -> None:
@@ -356,7 +356,7 @@ def test_capacity_interaction() -> None:
     for i in range(16):
         assert env.schedule(f"p{i}").result is Result.SCHEDULED
     last = env.schedule("p16")
-    assert last.result is Result.UNSCHEDULABLE and codes(last) == [R.INSUFFICIENT_CAPACITY]
+    assert last.result is Result.UNSCHEDULABLE and codes(last) == [reasons.INSUFFICIENT_CAPACITY]
 
 
 def test_lock_cleared_when_last_claim_leaves() -> None:
@@ -393,4 +393,4 @@ def test_exclusive_device_not_gated() -> None:
     a = env.schedule("a")
     assert a.result is Result.SCHEDULED and a.allocations[0]["shareID"] is None
     b = env.schedule("b")
-    assert codes(b) == [R.DEVICE_ALLOCATED]
+    assert codes(b) == [reasons.DEVICE_ALLOCATED]

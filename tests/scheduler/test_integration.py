@@ -19,7 +19,7 @@ from builders import (
     template,
 )
 from dra_affinity.observe.metrics import LOCKED, UNRECONSTRUCTABLE
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.model import Result
 
 ETH1, ETH2 = dev("node-1", "eth1"), dev("node-1", "eth2")
@@ -77,7 +77,7 @@ def test_restart_inconsistent_claims() -> None:
     assert env.status(ETH1)[0] == "Unreconstructable"
     assert any("Unreconstructable" in log["message"] for log in env.scheduler.recorder.logs)
     env.add_pod("c", nic_params("subnet-X"))
-    assert [r.code for r in env.schedule("c").reasons] == [R.AFFINITY_UNRECONSTRUCTABLE]
+    assert [r.code for r in env.schedule("c").reasons] == [reasons.AFFINITY_UNRECONSTRUCTABLE]
     env.cluster.delete("Pod", "default/a")
     assert env.status(ETH1)[0] == "Unreconstructable"  # sticky while a claim remains
     env.cluster.delete("Pod", "default/b")
@@ -98,7 +98,7 @@ def test_gate_off_skips_affinity_pools() -> None:
     env2.add_pod("a", nic_params("subnet-X"))
     r = env2.schedule("a")
     assert r.result is Result.UNSCHEDULABLE
-    assert [x.code for x in r.reasons] == [R.AFFINITY_FEATURE_DISABLED]
+    assert [x.code for x in r.reasons] == [reasons.AFFINITY_FEATURE_DISABLED]
 
 
 def test_gate_enabled_after_claims_exist() -> None:
@@ -144,7 +144,7 @@ def test_duplicate_key_across_metadata_slices() -> None:
     env.add_pod("a", nic_params("subnet-X", pkey="0x1"))
     a = env.schedule("a")
     assert a.result is Result.UNSCHEDULABLE
-    assert [r.code for r in a.reasons] == [R.AFFINITY_INVALID_POOL]
+    assert [r.code for r in a.reasons] == [reasons.AFFINITY_INVALID_POOL]
     assert "meta-a" in a.reasons[0].message and "meta-b" in a.reasons[0].message
     env.apply(meta_slice("node-1", {"pkey": PKEY}, name="meta-b", count=3))
     a = env.schedule("a")
@@ -157,7 +157,7 @@ def test_pool_incomplete_fails_closed() -> None:
     env = Env(nic_class(), meta_slice("node-1", count=3), device_slice("node-1", ["eth1"], count=3))
     env.add_pod("a", nic_params("subnet-X"))
     a = env.schedule("a")
-    assert [r.code for r in a.reasons] == [R.AFFINITY_POOL_INCOMPLETE]
+    assert [r.code for r in a.reasons] == [reasons.AFFINITY_POOL_INCOMPLETE]
 
 
 def test_slice_mutation_with_active_claims() -> None:
@@ -169,7 +169,7 @@ def test_slice_mutation_with_active_claims() -> None:
     env.apply(meta_slice("node-1", {"net": SUBNET}))
     assert env.status(ETH1)[0] == "Unreconstructable"
     env.add_pod("b", nic_params("subnet-X"))
-    assert [r.code for r in env.schedule("b").reasons] == [R.AFFINITY_UNRECONSTRUCTABLE]
+    assert [r.code for r in env.schedule("b").reasons] == [reasons.AFFINITY_UNRECONSTRUCTABLE]
     env.cluster.delete("Pod", "default/a")
     assert env.schedule("b").result is Result.SCHEDULED
     assert env.status(ETH1) == ("Locked", {"net": "subnet-X"})
@@ -191,11 +191,11 @@ def test_malformed_opaque_config_is_deterministic() -> None:
     env = Env(nic_class(), meta_slice("node-1", guarded), device_slice("node-1", ["eth1"]))
     env.add_pod("a", {"subnetID": "x"})
     r1 = env.schedule("a")
-    assert r1.result is Result.UNSCHEDULABLE and [r.code for r in r1.reasons] == [R.AFFINITY_NO_KEYS]
+    assert r1.result is Result.UNSCHEDULABLE and [r.code for r in r1.reasons] == [reasons.AFFINITY_NO_KEYS]
     env2 = Env(nic_class(), meta_slice("node-1"), device_slice("node-1", ["eth1"]))
     env2.add_pod("a", {"subnetID": "x"})
     r2 = env2.schedule("a")
-    assert r2.result is Result.ERROR and [r.code for r in r2.reasons] == [R.AFFINITY_CEL_ERROR]
+    assert r2.result is Result.ERROR and [r.code for r in r2.reasons] == [reasons.AFFINITY_CEL_ERROR]
     assert env2.schedule("a").result is Result.ERROR  # same answer again
 
 
@@ -239,7 +239,7 @@ def test_cost_exceeded_does_not_stall() -> None:
               device_slice("node-2", ["eth1"], count=1))
     env.add_pod("slow", nic_params("x", l=list(range(400))))
     env.add_pod("other", None, node_selector={"kubernetes.io/hostname": "node-2"})
-    assert env.schedule("slow").reasons[0].code == R.AFFINITY_COST_EXCEEDED
+    assert env.schedule("slow").reasons[0].code == reasons.AFFINITY_COST_EXCEEDED
     assert any(e.reason == "FailedScheduling" for e in env.scheduler.recorder.events)
     other = env.schedule("other")
     assert other.result is Result.SCHEDULED and other.node == "node-2"

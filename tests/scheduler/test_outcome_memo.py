@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from builders import Env, claim, device_slice, meta_slice, nic_class, nic_params, pod
 from dra_affinity.observe.metrics import EVALUATIONS
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.model import Result
 
 # Runtime error on claim data: an authoring error of the slice, the attempt ends.
@@ -27,12 +27,12 @@ def test_no_keys_retried_costs_one_evaluation() -> None:
     env = env_with()
     env.add_pod("a", nic_params(subnet=""))
     first = env.schedule("a")
-    assert codes(first) == [R.AFFINITY_NO_KEYS]
+    assert codes(first) == [reasons.AFFINITY_NO_KEYS]
     spent = env.metric(EVALUATIONS)
     assert spent >= 1
     for _ in range(5):
         again = env.schedule("a")
-        assert again.result is Result.UNSCHEDULABLE and codes(again) == [R.AFFINITY_NO_KEYS]
+        assert again.result is Result.UNSCHEDULABLE and codes(again) == [reasons.AFFINITY_NO_KEYS]
         assert again.message == first.message
     assert env.metric(EVALUATIONS) == spent
 
@@ -41,7 +41,7 @@ def test_cel_error_retried_costs_one_evaluation() -> None:
     env = env_with({"subnet": FAILING})
     env.add_pod("a", nic_params(subnet="not-a-number"))
     first = env.schedule("a")
-    assert first.result is Result.ERROR and codes(first) == [R.AFFINITY_CEL_ERROR]
+    assert first.result is Result.ERROR and codes(first) == [reasons.AFFINITY_CEL_ERROR]
     spent = env.metric(EVALUATIONS)
     assert spent >= 1
     assert env.schedule("a").reasons == first.reasons
@@ -67,7 +67,7 @@ def test_class_config_change_is_evaluated_again() -> None:
     """The class's configs are in scope: a new class generation is a new outcome."""
     env = env_with()
     env.add_pod("a", None)  # the claim has no config of its own
-    assert codes(env.schedule("a")) == [R.AFFINITY_NO_KEYS]
+    assert codes(env.schedule("a")) == [reasons.AFFINITY_NO_KEYS]
     spent = env.metric(EVALUATIONS)
     env.apply(nic_class(config=[nic_params()]))
     a = env.schedule("a")

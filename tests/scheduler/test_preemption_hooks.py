@@ -4,7 +4,7 @@ alongside capacity on a what-if copy of the cache."""
 from __future__ import annotations
 
 from builders import Env, dev, device_slice, meta_slice, nic_class, nic_params
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.state import AffinityStatus, clone_state
 
 ETH1 = dev("node-1", "eth1")
@@ -17,7 +17,7 @@ def test_removing_the_lock_holder_turns_the_device_clean() -> None:
     env.schedule("low")
     s = env.scheduler
     assert [r.code for r in s.fits_on(s.state, "default/high", "node-1").reasons] == [
-        R.AFFINITY_LOCK_MISMATCH]
+        reasons.AFFINITY_LOCK_MISMATCH]
     what_if = clone_state(s.state)
     s.remove_pod(what_if, "default/low")
     assert what_if.affinity(ETH1).status is AffinityStatus.CLEAN

@@ -22,7 +22,7 @@ from dra_affinity.api.quantity import Quantity
 from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.cel import SELECTOR_ENV, CELError
 from dra_affinity.scheduler.cycle import claim_spec
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.allocator import NodeAllocator
 from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.experiments import ExperimentHooks
@@ -211,7 +211,7 @@ def _selector(cache: dict[tuple[str, str], bool]) -> Callable[[str, DeviceInfo, 
             try:
                 val, _ = SELECTOR_ENV.compile(expr).evaluate({"device": d.activation}, 1_000_000)
             except CELError as e:
-                raise Abort(Result.ERROR, Reason(R.SELECTOR_ERROR, str(e), None, d.id)) from e
+                raise Abort(Result.ERROR, Reason(reasons.SELECTOR_ERROR, str(e), None, d.id)) from e
             hit = cache[key] = val is True
         return hit
 
@@ -246,8 +246,8 @@ def run(case: Case, variant: str) -> Outcome:
     except Abort as a:
         return Outcome(abort=(a.result, a.reason.code), reasons=(a.reason,))
     if not res.ok:
-        reasons = tuple(res.reasons)
-        return Outcome(codes=frozenset(r.code for r in reasons), reasons=reasons)
+        found = tuple(res.reasons)
+        return Outcome(codes=frozenset(r.code for r in found), reasons=found)
     consumed: dict[str, dict[str, str]] = {}
     keys: dict[str, dict[str, str]] = {}
     for s in res.shares:

@@ -31,7 +31,7 @@ from builders import (
     nic_params,
     pod,
 )
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.model import Result
 
 ETH1 = dev("node-1", "eth1")
@@ -126,7 +126,7 @@ def test_unreconstructable_survives_a_same_key_republish() -> None:
         step()
         assert env.status(ETH1) == UNRECONSTRUCTABLE
     env.add_pod("c", nic_params("subnet-X"))
-    assert [r.code for r in env.schedule("c").reasons] == [R.AFFINITY_UNRECONSTRUCTABLE]
+    assert [r.code for r in env.schedule("c").reasons] == [reasons.AFFINITY_UNRECONSTRUCTABLE]
 
 
 def test_window_devices_are_not_allocated() -> None:
@@ -136,7 +136,7 @@ def test_window_devices_are_not_allocated() -> None:
     env.add_pod("c", nic_params("subnet-X"))
     c = env.schedule("c")
     assert c.result is Result.UNSCHEDULABLE
-    assert {r.code for r in c.reasons} == {R.AFFINITY_POOL_INCOMPLETE}
+    assert {r.code for r in c.reasons} == {reasons.AFFINITY_POOL_INCOMPLETE}
 
 
 def test_restart_in_window_decides_when_complete() -> None:

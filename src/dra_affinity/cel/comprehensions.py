@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from . import ast as A
+from . import ast
 from .errors import NO_SUCH_OVERLOAD, CELCostExceeded, CELEvalError
 from .library import nso
 from .meter import Env, Fn, Meter, charge, exceeded
@@ -82,7 +82,7 @@ def _bad_predicate(macro: str, v: object) -> CELEvalError:
 
 def _quantifier(rng: Fn, var: str, var2: str | None, p: Fn, macro: str) -> Fn:
     """``all`` (stops at the first false) and ``exists`` (stops at the first true)."""
-    stop = macro == A.EXISTS
+    stop = macro == ast.EXISTS
     cond_cost = 3 if stop else 2
     step = cond_cost + 1
 
@@ -152,7 +152,7 @@ def _exists_one(rng: Fn, var: str, var2: str | None, p: Fn) -> Fn:
                 elif v is False:
                     pass  # the false branch reads the accumulator: free in cel-go
                 elif err is None:
-                    err = _bad_predicate(A.EXISTS_ONE, v)
+                    err = _bad_predicate(ast.EXISTS_ONE, v)
         finally:
             restore(env, var, var2, saved)
         charge(m, 2)
@@ -202,7 +202,7 @@ def _collect(rng: Fn, var: str, var2: str | None, p: Fn | None, t: Fn | None, ma
 
 def _collect_map(rng: Fn, var: str, var2: str, p: Fn | None, t: Fn, macro: str) -> Fn:
     """``transformMap`` (key -> t) and ``transformMapEntry`` (t is a map of entries to add)."""
-    entry = macro == A.TRANSFORM_MAP_ENTRY
+    entry = macro == ast.TRANSFORM_MAP_ENTRY
     step = 2 if entry else 3  # cel.@mapInsert(__result__, [key,] t): accumulator, (key,) call
 
     def collect_map(env: Env, m: Meter) -> object:
@@ -236,15 +236,15 @@ def _collect_map(rng: Fn, var: str, var2: str, p: Fn | None, t: Fn, macro: str) 
     return collect_map
 
 
-def compile_comprehension(e: A.Comprehension, rng: Fn, pred: Fn | None, transform: Fn | None) -> Fn:
+def compile_comprehension(e: ast.Comprehension, rng: Fn, pred: Fn | None, transform: Fn | None) -> Fn:
     """The closure of one comprehension node, given its compiled parts."""
-    if e.macro in (A.ALL, A.EXISTS):
+    if e.macro in (ast.ALL, ast.EXISTS):
         assert pred is not None
         return _quantifier(rng, e.var, e.var2, pred, e.macro)
-    if e.macro == A.EXISTS_ONE:
+    if e.macro == ast.EXISTS_ONE:
         assert pred is not None
         return _exists_one(rng, e.var, e.var2, pred)
-    if e.macro in (A.TRANSFORM_MAP, A.TRANSFORM_MAP_ENTRY):
+    if e.macro in (ast.TRANSFORM_MAP, ast.TRANSFORM_MAP_ENTRY):
         assert e.var2 is not None and transform is not None
         return _collect_map(rng, e.var, e.var2, pred, transform, e.macro)
     return _collect(rng, e.var, e.var2, pred, transform, e.macro)

@@ -24,8 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from . import ast as A
-from . import types as T
+from . import ast, types
 from .checker import TypeMap
 from .library import (
     FIND_ALL_MATCH_COST,
@@ -76,9 +75,9 @@ def _regex_cost(s_n: int, re_n: int) -> int:
 
 class Estimator:
     def __init__(
-        self, types: TypeMap, variables: frozenset[str], str_bound: int, coll_bound: int
+        self, type_map: TypeMap, variables: frozenset[str], str_bound: int, coll_bound: int
     ) -> None:
-        self.types = types
+        self.types = type_map
         self.variables = variables
         self.str_bound = str_bound
         self.coll_bound = coll_bound
@@ -125,55 +124,55 @@ class Estimator:
             per += self.traversal(sz.key, depth + 1)
         return self.count(sz) * per
 
-    def ty(self, e: A.Expr) -> Ty:
-        return self.types.get(e, T.DYN)
+    def ty(self, e: ast.Expr) -> Ty:
+        return self.types.get(e, types.DYN)
 
     # -- estimation -----------------------------------------------------
 
-    def estimate(self, e: A.Expr, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+    def estimate(self, e: ast.Expr, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
         cost, sz = self._est(e, scope)
         return min(cost, COST_CAP), sz
 
-    def _est(self, e: A.Expr, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
-        if isinstance(e, A.Const):
+    def _est(self, e: ast.Expr, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+        if isinstance(e, ast.Const):
             v = e.value
             if type(v) is str:
                 return 0, Sz(len(v), w=str_width(v))
             if type(v) is bytes:
                 return 0, Sz(len(v), w=1)
             return 0, SCALAR
-        if isinstance(e, A.Ident):
+        if isinstance(e, ast.Ident):
             if e.name in scope:
                 return 1, scope[e.name]
             if e.name in self.variables:
                 return 1, self.data
             return 1, SCALAR
-        if isinstance(e, A.Select):
+        if isinstance(e, ast.Select):
             c, sz = self._est(e.operand, scope)
             if e.test_only:
                 return c, SCALAR  # the field test itself is free at run time
             return c + 1, self.elem_of(sz)
-        if isinstance(e, A.Index):
+        if isinstance(e, ast.Index):
             c1, sz = self._est(e.operand, scope)
             c2, _ = self._est(e.index, scope)
             return c1 + c2 + 1, self.elem_of(sz)
-        if isinstance(e, A.Unary):
+        if isinstance(e, ast.Unary):
             c, _ = self._est(e.operand, scope)
             return c + 1, SCALAR
-        if isinstance(e, A.Binary):
+        if isinstance(e, ast.Binary):
             return self._binary(e, scope)
-        if isinstance(e, (A.And, A.Or)):
+        if isinstance(e, (ast.And, ast.Or)):
             c1, _ = self._est(e.left, scope)
             c2, _ = self._est(e.right, scope)
             return c1 + c2, SCALAR
-        if isinstance(e, A.Cond):
+        if isinstance(e, ast.Cond):
             c0, _ = self._est(e.cond, scope)
             c1, s1 = self._est(e.then, scope)
             c2, s2 = self._est(e.other, scope)
             joined = _join(s1, s2)
             assert joined is not None
             return c0 + max(c1, c2), joined
-        if isinstance(e, A.ListLit):
+        if isinstance(e, ast.ListLit):
             total = LIST_CREATE_BASE_COST
             elem: Sz | None = None
             for x in e.elems:
@@ -181,7 +180,7 @@ class Estimator:
                 total += c
                 elem = _join(elem, s)
             return total, Sz(len(e.elems), elem or SCALAR)
-        if isinstance(e, A.MapLit):
+        if isinstance(e, ast.MapLit):
             total = MAP_CREATE_BASE_COST
             ks: Sz | None = None
             vs: Sz | None = None
@@ -192,13 +191,13 @@ class Estimator:
                 ks = _join(ks, sk)
                 vs = _join(vs, sv)
             return total, Sz(len(e.entries), vs or SCALAR, ks or SCALAR)
-        if isinstance(e, A.Comprehension):
+        if isinstance(e, ast.Comprehension):
             return self._comprehension(e, scope)
-        if isinstance(e, A.Call):
+        if isinstance(e, ast.Call):
             return self._call(e, scope)
         raise TypeError(f"unknown node {type(e).__name__}")  # pragma: no cover
 
-    def _binary(self, e: A.Binary, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+    def _binary(self, e: ast.Binary, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
         c1, s1 = self._est(e.left, scope)
         c2, s2 = self._est(e.right, scope)
         base = c1 + c2
@@ -243,9 +242,9 @@ class Estimator:
             cost = max(cost, 1)
         return base + cost, SCALAR
 
-    def _comprehension(self, e: A.Comprehension, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+    def _comprehension(self, e: ast.Comprehension, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
         cr, sr = self._est(e.range, scope)
-        if e.macro == A.BIND:  # cel.bind(v, init, expr): init once, then expr
+        if e.macro == ast.BIND:  # cel.bind(v, init, expr): init once, then expr
             assert e.transform is not None
             ct, st = self._est(e.transform, {**scope, e.var: sr})
             return cr + ct, st
@@ -268,25 +267,25 @@ class Estimator:
         cp, _ = self._est(e.pred, inner) if e.pred is not None else (0, SCALAR)
         ct, st = self._est(e.transform, inner) if e.transform is not None else (0, SCALAR)
         macro = e.macro
-        if macro == A.ALL:
+        if macro == ast.ALL:
             return cr + 1 + n * (3 + cp), SCALAR
-        if macro == A.EXISTS:
+        if macro == ast.EXISTS:
             return cr + 1 + n * (4 + cp), SCALAR
-        if macro == A.EXISTS_ONE:
+        if macro == ast.EXISTS_ONE:
             return cr + 2 + n * (cp + 2), SCALAR
-        if macro in (A.TRANSFORM_MAP, A.TRANSFORM_MAP_ENTRY):
+        if macro in (ast.TRANSFORM_MAP, ast.TRANSFORM_MAP_ENTRY):
             # {} then per element cel.@mapInsert(__result__, [k,] t): accumulator,
             # (key,) transform and the call; a filter costs itself when false
-            per = cp + ct + (3 if macro == A.TRANSFORM_MAP else 2)
+            per = cp + ct + (3 if macro == ast.TRANSFORM_MAP else 2)
             return cr + MAP_CREATE_BASE_COST + 1 + n * per, Sz(n, st, inner[e.var])
         fixed = cr + LIST_CREATE_BASE_COST + 1
-        if macro == A.MAP:
+        if macro == ast.MAP:
             return fixed + n * (ct + 12), Sz(n, st)
-        if macro == A.FILTER:
+        if macro == ast.FILTER:
             return fixed + n * (cp + 13), Sz(n, var_sz)
         return fixed + n * (cp + 12 + ct), Sz(n, st)  # map(x, p, t)
 
-    def _call(self, e: A.Call, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
+    def _call(self, e: ast.Call, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
         exprs = ((e.target,) if e.target is not None else ()) + e.args
         costs: list[int] = []
         sizes: list[Sz] = []
@@ -367,7 +366,7 @@ class Estimator:
         return None
 
     def _ext_call(
-        self, e: A.Call, exprs: tuple[A.Expr | None, ...], sizes: list[Sz]
+        self, e: ast.Call, exprs: tuple[ast.Expr | None, ...], sizes: list[Sz]
     ) -> tuple[int, Sz] | None:
         """ext.Sets and ext.Lists calls (see :mod:`.library_ext` for the runtime rules)."""
         name = e.name
@@ -380,7 +379,7 @@ class Estimator:
             return n + created, Sz(n, self.elem_of(sizes[0]), data=sizes[0].data)
         if name == "lists.range":
             arg = exprs[0]
-            if isinstance(arg, A.Const) and type(arg.value) is int:
+            if isinstance(arg, ast.Const) and type(arg.value) is int:
                 n = max(arg.value, 0)
             else:
                 n = COST_CAP if self.str_bound else 0  # an int from data: unbounded
@@ -389,8 +388,8 @@ class Estimator:
             n = self.count(sizes[0])
             if name == "flatten":
                 arg = exprs[1] if len(exprs) > 1 else None
-                depth = arg.value if isinstance(arg, A.Const) and type(arg.value) is int else 1
-                if len(exprs) > 1 and not isinstance(arg, A.Const):
+                depth = arg.value if isinstance(arg, ast.Const) and type(arg.value) is int else 1
+                if len(exprs) > 1 and not isinstance(arg, ast.Const):
                     depth = COST_CAP if self.str_bound else 1  # charged depth x size at run time
                 # each flattened element is no larger than the element it came from
                 outer = self.elem_of(sizes[0])

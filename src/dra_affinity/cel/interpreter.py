@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from . import ast as A
+from . import ast
 from .comprehensions import compile_comprehension
 from .errors import (
     NO_SUCH_OVERLOAD,
@@ -120,19 +120,19 @@ class Compiler:
     def __init__(self, variables: frozenset[str]) -> None:
         self.variables = variables
 
-    def check_constants(self, e: A.Expr) -> None:
+    def check_constants(self, e: ast.Expr) -> None:
         """Evaluate every conversion of a constant now, wherever it is (also in a branch
         that constants decide against): cel-go does so when it builds the program, and
         an error there fails compilation ("program instantiation failed")."""
         stack = [e]
         while stack:
             node = stack.pop()
-            if isinstance(node, A.Call) and node.name in FOLDED_CONVERSIONS:
+            if isinstance(node, ast.Call) and node.name in FOLDED_CONVERSIONS:
                 self._fold(node)
-            stack.extend(A.children(node))
+            stack.extend(ast.children(node))
 
-    def compile(self, e: A.Expr, scope: frozenset[str] = frozenset()) -> Fn:
-        if isinstance(e, (A.ListLit, A.MapLit, A.And, A.Or, A.Cond, A.Call)):
+    def compile(self, e: ast.Expr, scope: frozenset[str] = frozenset()) -> Fn:
+        if isinstance(e, (ast.ListLit, ast.MapLit, ast.And, ast.Or, ast.Cond, ast.Call)):
             folded = self._fold(e)
             if folded is not None:
                 value, cost = folded
@@ -149,18 +149,18 @@ class Compiler:
         fn: Fn = method(e, scope)
         return fn
 
-    def _fold(self, e: A.Expr) -> tuple[object, int] | None:
+    def _fold(self, e: ast.Expr) -> tuple[object, int] | None:
         """(value, runtime cost) of a constant sub-expression, or None.
 
         Literals of constants fold to read-only values (ConstList, frozen CelMap);
         ``&&``, ``||`` and ``?:`` fold when constants decide them, charging
         only the operands cel-go would evaluate.
         """
-        if isinstance(e, A.Const):
+        if isinstance(e, ast.Const):
             return e.value, 0
-        if isinstance(e, A.Call):
+        if isinstance(e, ast.Call):
             return self._fold_conversion(e)
-        if isinstance(e, A.ListLit):
+        if isinstance(e, ast.ListLit):
             if e.optional:
                 return None
             parts = [self._fold(x) for x in e.elems]
@@ -168,7 +168,7 @@ class Compiler:
                 return None
             done = [p for p in parts if p is not None]
             return ConstList(v for v, _ in done), sum(c for _, c in done)
-        if isinstance(e, A.MapLit):
+        if isinstance(e, ast.MapLit):
             if e.optional:
                 return None
             out = CelMap()
@@ -189,8 +189,8 @@ class Compiler:
                 cost += fk[1] + fv[1]
             out.freeze()
             return out, cost
-        if isinstance(e, (A.And, A.Or)):
-            decisive = isinstance(e, A.Or)  # the value that short-circuits
+        if isinstance(e, (ast.And, ast.Or)):
+            decisive = isinstance(e, ast.Or)  # the value that short-circuits
             left = self._fold(e.left)
             if left is None or type(left[0]) is not bool:
                 return None
@@ -200,7 +200,7 @@ class Compiler:
             if right is None or type(right[0]) is not bool:
                 return None
             return right[0], left[1] + right[1]
-        if isinstance(e, A.Cond):
+        if isinstance(e, ast.Cond):
             cond = self._fold(e.cond)
             if cond is None or type(cond[0]) is not bool:
                 return None
@@ -210,11 +210,11 @@ class Compiler:
             return branch[0], cond[1] + branch[1]
         return None
 
-    def _fold_conversion(self, e: A.Call) -> tuple[object, int] | None:
+    def _fold_conversion(self, e: ast.Call) -> tuple[object, int] | None:
         """A type conversion of a constant, evaluated now (cost 0 at run time)."""
         if e.name not in FOLDED_CONVERSIONS or e.target is not None or len(e.args) != 1:
             return None
-        if not isinstance(e.args[0], (A.Const, A.ListLit, A.MapLit, A.Call)):
+        if not isinstance(e.args[0], (ast.Const, ast.ListLit, ast.MapLit, ast.Call)):
             return None  # cel-go folds conversions of literals only (not of `c ? a : b`)
         arg = self._fold(e.args[0])
         if arg is None:
@@ -230,15 +230,15 @@ class Compiler:
             value = ConstList(value)
         return value, arg[1]
 
-    def _variable(self, e: A.Expr, scope: frozenset[str]) -> str | None:
+    def _variable(self, e: ast.Expr, scope: frozenset[str]) -> str | None:
         """The name if ``e`` is a plain variable reference (not a type name)."""
-        if isinstance(e, A.Ident) and (e.name in scope or e.name in self.variables):
+        if isinstance(e, ast.Ident) and (e.name in scope or e.name in self.variables):
             return e.name
         return None
 
     # -- leaves ---------------------------------------------------------
 
-    def _c_Const(self, e: A.Const, scope: frozenset[str]) -> Fn:
+    def _c_Const(self, e: ast.Const, scope: frozenset[str]) -> Fn:
         value = e.value
 
         def const(env: Env, m: Meter) -> object:
@@ -246,7 +246,7 @@ class Compiler:
 
         return const
 
-    def _c_Ident(self, e: A.Ident, scope: frozenset[str]) -> Fn:
+    def _c_Ident(self, e: ast.Ident, scope: frozenset[str]) -> Fn:
         if self._variable(e, scope) is None:
             tv = TYPE_IDENTIFIERS[e.name]
 
@@ -258,7 +258,7 @@ class Compiler:
 
     # -- selection and indexing ------------------------------------------
 
-    def _c_Select(self, e: A.Select, scope: frozenset[str]) -> Fn:
+    def _c_Select(self, e: ast.Select, scope: frozenset[str]) -> Fn:
         field = e.field
         if e.test_only:
             operand = self.compile(e.operand, scope)
@@ -281,8 +281,8 @@ class Compiler:
             return has
         # Fuse a selection path rooted at a variable (object.a.b) into one closure.
         fields: list[str] = []
-        node: A.Expr = e
-        while isinstance(node, A.Select) and not node.test_only:
+        node: ast.Expr = e
+        while isinstance(node, ast.Select) and not node.test_only:
             fields.append(node.field)
             node = node.operand
         root = self._variable(node, scope)
@@ -327,7 +327,7 @@ class Compiler:
 
         return path
 
-    def _c_Index(self, e: A.Index, scope: frozenset[str]) -> Fn:
+    def _c_Index(self, e: ast.Index, scope: frozenset[str]) -> Fn:
         operand = self.compile(e.operand, scope)
         idx = self.compile(e.index, scope)
 
@@ -351,7 +351,7 @@ class Compiler:
 
     # -- operators ------------------------------------------------------
 
-    def _c_Unary(self, e: A.Unary, scope: frozenset[str]) -> Fn:
+    def _c_Unary(self, e: ast.Unary, scope: frozenset[str]) -> Fn:
         operand = self.compile(e.operand, scope)
         op = UNARY[e.op]
 
@@ -362,20 +362,20 @@ class Compiler:
 
         return unary
 
-    def _c_Binary(self, e: A.Binary, scope: frozenset[str]) -> Fn:
+    def _c_Binary(self, e: ast.Binary, scope: frozenset[str]) -> Fn:
         if e.op == "in":
             member = self._set_membership(e, scope)
             if member is not None:
                 return member
         op = BINARY[e.op]
         left = self.compile(e.left, scope)
-        if e.op == "==" and isinstance(e.right, A.Const) and type(e.right.value) is str:
+        if e.op == "==" and isinstance(e.right, ast.Const) and type(e.right.value) is str:
             return self._eq_str_const(left, e.right.value)
         lvar = self._variable(e.left, scope)
         rvar = self._variable(e.right, scope)
-        if lvar is not None and (rvar is not None or isinstance(e.right, A.Const)):
+        if lvar is not None and (rvar is not None or isinstance(e.right, ast.Const)):
             return self._var_operands(op, lvar, rvar, e.right)
-        if isinstance(e.right, A.Const):
+        if isinstance(e.right, ast.Const):
             rconst = e.right.value
 
             def expr_const(env: Env, m: Meter) -> object:
@@ -389,7 +389,7 @@ class Compiler:
 
         return binary
 
-    def _set_membership(self, e: A.Binary, scope: frozenset[str]) -> Fn | None:
+    def _set_membership(self, e: ast.Binary, scope: frozenset[str]) -> Fn | None:
         """``x in [constant scalars]``: a hash lookup, free as in cel-go, whose planner
         turns it into a set membership test the cost tracker does not see (decided now
         when ``x`` is a constant too). The operand is still charged."""
@@ -399,7 +399,7 @@ class Compiler:
         members = set_members(folded[0])
         if members is None:
             return None
-        if isinstance(e.left, A.Const) and member_key(e.left.value) is not None:
+        if isinstance(e.left, ast.Const) and member_key(e.left.value) is not None:
             found = member_key(e.left.value) in members
 
             def constant_in(env: Env, m: Meter) -> object:
@@ -421,12 +421,12 @@ class Compiler:
         return set_membership
 
     @staticmethod
-    def _var_operands(op: BinaryOp, lname: str, rvar: str | None, right: A.Expr) -> Fn:
+    def _var_operands(op: BinaryOp, lname: str, rvar: str | None, right: ast.Expr) -> Fn:
         """Hot path (comprehension bodies such as `a + b >= 0`, `x % 2 == 0`): variables
         and a constant read directly; the identifiers' costs are charged together."""
         k = 1 if rvar is None else 2
         rname = "" if rvar is None else rvar
-        rconst = right.value if isinstance(right, A.Const) else None
+        rconst = right.value if isinstance(right, ast.Const) else None
 
         def var_operands(env: Env, m: Meter) -> object:
             c = m.cost + k
@@ -457,13 +457,13 @@ class Compiler:
 
         return eq_str_const
 
-    def _c_And(self, e: A.And, scope: frozenset[str]) -> Fn:
+    def _c_And(self, e: ast.And, scope: frozenset[str]) -> Fn:
         return self._logical(e.left, e.right, scope, decisive=False, op="_&&_")
 
-    def _c_Or(self, e: A.Or, scope: frozenset[str]) -> Fn:
+    def _c_Or(self, e: ast.Or, scope: frozenset[str]) -> Fn:
         return self._logical(e.left, e.right, scope, decisive=True, op="_||_")
 
-    def _logical(self, le: A.Expr, re_: A.Expr, scope: frozenset[str], *, decisive: bool,
+    def _logical(self, le: ast.Expr, re_: ast.Expr, scope: frozenset[str], *, decisive: bool,
                  op: str) -> Fn:
         """``&&`` (decisive value false) and ``||`` (decisive value true), with CEL's
         commutative error absorption: the decisive value on either side wins over an
@@ -501,7 +501,7 @@ class Compiler:
 
         return logical
 
-    def _c_Cond(self, e: A.Cond, scope: frozenset[str]) -> Fn:
+    def _c_Cond(self, e: ast.Cond, scope: frozenset[str]) -> Fn:
         cond = self.compile(e.cond, scope)
         then = self.compile(e.then, scope)
         other = self.compile(e.other, scope)
@@ -518,7 +518,7 @@ class Compiler:
 
     # -- literals -------------------------------------------------------
 
-    def _c_ListLit(self, e: A.ListLit, scope: frozenset[str]) -> Fn:
+    def _c_ListLit(self, e: ast.ListLit, scope: frozenset[str]) -> Fn:
         elems = tuple(self.compile(x, scope) for x in e.elems)
         if e.optional:
             optional = frozenset(e.optional)
@@ -546,7 +546,7 @@ class Compiler:
 
         return list_lit
 
-    def _c_MapLit(self, e: A.MapLit, scope: frozenset[str]) -> Fn:
+    def _c_MapLit(self, e: ast.MapLit, scope: frozenset[str]) -> Fn:
         entries = tuple((self.compile(k, scope), self.compile(v, scope)) for k, v in e.entries)
 
         optional = frozenset(e.optional)
@@ -582,9 +582,9 @@ class Compiler:
 
     # -- comprehensions and calls ------------------------------------------
 
-    def _c_Comprehension(self, e: A.Comprehension, scope: frozenset[str]) -> Fn:
+    def _c_Comprehension(self, e: ast.Comprehension, scope: frozenset[str]) -> Fn:
         rng = self.compile(e.range, scope)
-        if e.macro == A.BIND:
+        if e.macro == ast.BIND:
             assert e.transform is not None
             return _bind(e.var, rng, self.compile(e.transform, scope | {e.var}))
         inner = scope | {e.var} | ({e.var2} if e.var2 is not None else set())
@@ -592,16 +592,16 @@ class Compiler:
         transform = self.compile(e.transform, inner) if e.transform is not None else None
         return compile_comprehension(e, rng, pred, transform)
 
-    def _c_Call(self, e: A.Call, scope: frozenset[str]) -> Fn:
+    def _c_Call(self, e: ast.Call, scope: frozenset[str]) -> Fn:
         fn = REGISTRY[(e.name, e.target is not None, len(e.args))]
         if e.name in REGEX_FUNCTIONS:
             pattern = e.args[-1] if e.name == "matches" else e.args[0]
-            if isinstance(pattern, A.Const) and type(pattern.value) is str:
+            if isinstance(pattern, ast.Const) and type(pattern.value) is str:
                 try:
                     compile_regex(pattern.value)
                 except CELEvalError as err:
                     raise CELCompileError(err.message, pattern.pos) from None
-        if e.name in LITERAL_CHECKED and e.target is None and isinstance(e.args[0], A.Const):
+        if e.name in LITERAL_CHECKED and e.target is None and isinstance(e.args[0], ast.Const):
             try:
                 fn.impl(e.args[0].value)
             except CELEvalError as err:

@@ -18,8 +18,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any, Final
 
-from . import ast as A
-from . import types as T
+from . import ast, types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELCompileError, CELEvalError
 from .values import UInt, compare, is_list, is_ordered_library_type, type_name
 
@@ -27,21 +26,21 @@ SORT_BY_FUNCTION: Final = "@sortByAssociatedKeys"
 _COMPARABLE: Final = (int, UInt, float, bool, str, bytes)
 
 
-def expand_sort_by(pos: int, target: A.Expr, args: tuple[A.Expr, ...]) -> A.Expr:
+def expand_sort_by(pos: int, target: ast.Expr, args: tuple[ast.Expr, ...]) -> ast.Expr:
     """``target.sortBy(e, key)`` -> ``target.@sortByAssociatedKeys(target.map(e, key))``."""
     # cel-go refuses literals and map/struct constructions; operators, indexing and
     # ternaries are calls in its AST, so they are accepted.
-    if isinstance(target, (A.Const, A.MapLit)):
+    if isinstance(target, (ast.Const, ast.MapLit)):
         raise CELCompileError(
             "sortBy can only be applied to a list, identifier, comprehension, call or select "
             "expression",
             target.pos,
         )
     var = args[0]
-    if not isinstance(var, A.Ident):
+    if not isinstance(var, ast.Ident):
         raise CELCompileError("sortBy() macro: argument must be a simple name", var.pos)
-    keys = A.Comprehension(pos, A.MAP, target, var.name, None, args[1])
-    return A.Call(pos, SORT_BY_FUNCTION, target, (keys,))
+    keys = ast.Comprehension(pos, ast.MAP, target, var.name, None, args[1])
+    return ast.Call(pos, SORT_BY_FUNCTION, target, (keys,))
 
 
 def sort_by_associated_keys(lst: Any, keys: Any) -> list[object]:
@@ -81,18 +80,18 @@ def _sort_by_cost(args: tuple[object, ...]) -> int:
     return int(n * n * factor) + 11
 
 
-def _same(types: Sequence[T.Ty]) -> T.Ty:
-    return types[0]
+def _same(arg_types: Sequence[types.Ty]) -> types.Ty:
+    return arg_types[0]
 
 
 # Keys must be of a comparable type (statically, when known).
-_KEY_TYPES: Final = (T.INT, T.UINT, T.DOUBLE, T.BOOL, T.STRING, T.BYTES,
-                     T.Ty("google.protobuf.Timestamp"), T.Ty("google.protobuf.Duration"))  # fmt: skip
+_KEY_TYPES: Final = (types.INT, types.UINT, types.DOUBLE, types.BOOL, types.STRING, types.BYTES,
+                     types.Ty("google.protobuf.Timestamp"), types.Ty("google.protobuf.Duration"))  # fmt: skip
 
 # (name, member, arity, impl, overloads as (result, *params), cost)
 LIST_FUNCTIONS: Final = (
     (SORT_BY_FUNCTION, True, 1, sort_by_associated_keys,
-     [(_same, T.LIST_DYN, T.list_of(k)) for k in _KEY_TYPES], _sort_by_cost),
+     [(_same, types.LIST_DYN, types.list_of(k)) for k in _KEY_TYPES], _sort_by_cost),
 )
 
 

@@ -21,12 +21,12 @@ import math
 import re
 from typing import Any, Final
 
-from . import types as T
+from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .values import type_name
 
-IP_TYPE: Final = T.Ty("net.IP")
-CIDR_TYPE: Final = T.Ty("net.CIDR")
+IP_TYPE: Final = types.Ty("net.IP")
+CIDR_TYPE: Final = types.Ty("net.CIDR")
 
 _Addr = ipaddress.IPv4Address | ipaddress.IPv6Address
 _DIGITS: Final = frozenset("0123456789")
@@ -339,7 +339,7 @@ def _one(_args: tuple[object, ...]) -> int:
     return 1
 
 
-_S, _B, _I = T.STRING, T.BOOL, T.INT
+_S, _B, _I = types.STRING, types.BOOL, types.INT
 
 # (name, member, arity, impl, overloads as (result, *params), cost)
 NET_FUNCTIONS: Final = (

@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from . import types as T
+from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .values import CelType, UInt, format_double, is_list, is_map, type_name
 
@@ -394,11 +394,11 @@ def _quote_cost(args: tuple[object, ...]) -> int:
     return math.ceil(len(s) * 0.1) if type(s) is str else 1
 
 
-_S: Final = T.STRING
+_S: Final = types.STRING
 
 # (name, member, arity, impl, overloads as (result, *params), cost)
 STRING_FUNCTIONS: Final = (
-    ("format", True, 1, format_string, [(_S, _S, T.LIST_DYN)], _format_cost),
+    ("format", True, 1, format_string, [(_S, _S, types.LIST_DYN)], _format_cost),
     ("strings.quote", False, 1, quote, [(_S, _S)], _quote_cost),
 )
 RESULT_COSTS: Final = {"format": _format_result_cost}

@@ -34,12 +34,12 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from . import types as T
+from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
 from .values import INT64_MAX, INT64_MIN, type_name
 
-TIMESTAMP_TYPE: Final = T.Ty("google.protobuf.Timestamp")
-DURATION_TYPE: Final = T.Ty("google.protobuf.Duration")
+TIMESTAMP_TYPE: Final = types.Ty("google.protobuf.Timestamp")
+DURATION_TYPE: Final = types.Ty("google.protobuf.Duration")
 
 MIN_UNIX: Final = -62135596800  # 0001-01-01T00:00:00Z
 MAX_UNIX: Final = 253402300799  # 9999-12-31T23:59:59Z
@@ -433,7 +433,7 @@ def arith(op: str, a: Any, b: Any) -> object:
     return NO_MATCH
 
 
-def arith_type(op: str, left: str, right: str) -> T.Ty | None:
+def arith_type(op: str, left: str, right: str) -> types.Ty | None:
     """Static result type of ``left op right`` when a time type is involved (None: no overload)."""
     ts, du, dyn = TIMESTAMP_TYPE.name, DURATION_TYPE.name, "dyn"
     rows = {
@@ -446,7 +446,7 @@ def arith_type(op: str, left: str, right: str) -> T.Ty | None:
                    if o == op and (x == known or y == known)}  # fmt: skip
         if not results:
             return None
-        return results.pop() if len(results) == 1 else T.DYN
+        return results.pop() if len(results) == 1 else types.DYN
     return rows.get((op, left, right))
 
 
@@ -584,7 +584,7 @@ def _one(_args: tuple[object, ...]) -> int:
     return 1
 
 
-_S, _I, _TS, _DU = T.STRING, T.INT, TIMESTAMP_TYPE, DURATION_TYPE
+_S, _I, _TS, _DU = types.STRING, types.INT, TIMESTAMP_TYPE, DURATION_TYPE
 
 
 def _accessor_rows() -> list[tuple[Any, ...]]:

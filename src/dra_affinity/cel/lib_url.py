@@ -22,11 +22,11 @@ import re
 from typing import Any, Final
 from urllib.parse import unquote_to_bytes
 
-from . import types as T
+from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .values import type_name
 
-URL_TYPE: Final = T.Ty("kubernetes.URL")
+URL_TYPE: Final = types.Ty("kubernetes.URL")
 
 # Go's encoding modes.
 _PATH, _SEGMENT, _HOST, _ZONE, _USERPASS, _QUERY, _FRAGMENT = range(7)
@@ -528,7 +528,7 @@ def _one(_args: tuple[object, ...]) -> int:
     return 1
 
 
-_S, _B = T.STRING, T.BOOL
+_S, _B = types.STRING, types.BOOL
 
 # (name, member, arity, impl, overloads as (result, *params), cost)
 URL_FUNCTIONS: Final = (
@@ -539,7 +539,7 @@ URL_FUNCTIONS: Final = (
     ("getHostname", True, 0, get_hostname, [(_S, URL_TYPE)], _one),
     ("getPort", True, 0, get_port, [(_S, URL_TYPE)], _one),
     ("getEscapedPath", True, 0, get_escaped_path, [(_S, URL_TYPE)], _one),
-    ("getQuery", True, 0, get_query, [(T.map_of(_S, T.LIST_STRING), URL_TYPE)], _query_cost),
+    ("getQuery", True, 0, get_query, [(types.map_of(_S, types.LIST_STRING), URL_TYPE)], _query_cost),
 )
 
 

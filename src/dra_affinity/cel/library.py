@@ -20,7 +20,7 @@ from typing import Any, Final, NoReturn
 
 import re2
 
-from . import types as T
+from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
 from .lib_quantity import (
     Amount,
@@ -844,13 +844,13 @@ def _one(_args: tuple[object, ...]) -> int:
 # -- signatures -------------------------------------------------------------
 
 
-def _elem_result(types: Sequence[Ty]) -> Ty:
-    return types[0].elem
+def _elem_result(arg_types: Sequence[Ty]) -> Ty:
+    return arg_types[0].elem
 
 
-S, I, B, D, U = T.STRING, T.INT, T.BOOL, T.DOUBLE, T.UINT  # noqa: E741
-Q, V, DYN = T.QUANTITY, T.SEMVER, T.DYN
-LIST, MAP, LSTR = T.LIST_DYN, T.MAP_DYN, T.LIST_STRING
+S, I, B, D, U = types.STRING, types.INT, types.BOOL, types.DOUBLE, types.UINT  # noqa: E741
+Q, V, DYN = types.QUANTITY, types.SEMVER, types.DYN
+LIST, MAP, LSTR = types.LIST_DYN, types.MAP_DYN, types.LIST_STRING
 
 
 def _ov(result: Ty | ResultFn, *params: Ty) -> Overload:
@@ -875,7 +875,7 @@ def _result_count(result: object) -> int:
     return FIND_ALL_MATCH_COST * len(result) if isinstance(result, list) else 0
 
 
-_SIZE_OVS: Final = [_ov(I, S), _ov(I, T.BYTES), _ov(I, LIST), _ov(I, MAP)]
+_SIZE_OVS: Final = [_ov(I, S), _ov(I, types.BYTES), _ov(I, LIST), _ov(I, MAP)]
 
 _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
     # standard library
@@ -894,7 +894,7 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
         False,
         1,
         _to_string,
-        [_ov(S, S), _ov(S, I), _ov(S, U), _ov(S, D), _ov(S, B), _ov(S, T.BYTES)],
+        [_ov(S, S), _ov(S, I), _ov(S, U), _ov(S, D), _ov(S, B), _ov(S, types.BYTES)],
         _string_conversion_cost,
     ),
     _fn(
@@ -902,12 +902,12 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
         False,
         1,
         _to_bytes,
-        [_ov(T.BYTES, T.BYTES), _ov(T.BYTES, S)],
+        [_ov(types.BYTES, types.BYTES), _ov(types.BYTES, S)],
         _bytes_conversion_cost,
     ),
     _fn("bool", False, 1, _to_bool, [_ov(B, B), _ov(B, S)]),
     _fn("dyn", False, 1, _dyn, [_ov(DYN, DYN)]),
-    _fn("type", False, 1, cel_type_of, [_ov(T.TYPE, DYN)]),
+    _fn("type", False, 1, cel_type_of, [_ov(types.TYPE, DYN)]),
     # strings extension
     _fn("charAt", True, 1, _char_at, [_ov(S, S, I)]),
     _fn("indexOf", True, 1, _index_of, [_ov(I, S, S), _ov(I, LIST, DYN)], _traversal_cost_fn),

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any, Final
 
-from . import types as T
+from . import types
 from .errors import INVALID_ARGUMENT, CELEvalError
 from .values import UInt, cel_eq, compare, is_list, is_ordered_library_type, type_name
 
@@ -193,16 +193,16 @@ def _self_compare_cost(args: tuple[object, ...]) -> int:
 
 # -- signatures (name, member, arity, impl, overloads as (result, *params), cost) ------
 
-_L, _B, _I = T.LIST_DYN, T.BOOL, T.INT
+_L, _B, _I = types.LIST_DYN, types.BOOL, types.INT
 
 
-def _same(types: Sequence[T.Ty]) -> T.Ty:
-    return types[0]
+def _same(arg_types: Sequence[types.Ty]) -> types.Ty:
+    return arg_types[0]
 
 
-def _flattened(types: Sequence[T.Ty]) -> T.Ty:
+def _flattened(arg_types: Sequence[types.Ty]) -> types.Ty:
     """``list(list(T)).flatten()`` is a ``list(T)`` (cel-go's typed overload)."""
-    recv = types[0]
+    recv = arg_types[0]
     if recv.name == "list" and recv.elem.name == "list":
         return recv.elem
     return _L
@@ -213,7 +213,7 @@ EXT_FUNCTIONS: Final = (
     ("sets.intersects", False, 2, sets_intersects, [(_B, _L, _L)], _sets_cost(1)),
     ("sets.equivalent", False, 2, sets_equivalent, [(_B, _L, _L)], _sets_cost(2)),
     ("slice", True, 2, list_slice, [(_same, _L, _I, _I)], _slice_cost),
-    ("lists.range", False, 1, lists_range, [(T.list_of(_I), _I)], _range_cost),
+    ("lists.range", False, 1, lists_range, [(types.list_of(_I), _I)], _range_cost),
     ("reverse", True, 0, list_reverse, [(_same, _L)], _size_cost),
     ("flatten", True, 0, list_flatten, [(_flattened, _L)], _flatten_cost),
     ("flatten", True, 1, list_flatten, [(_L, _L, _I)], _flatten_cost),

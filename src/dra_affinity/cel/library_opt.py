@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from . import types as T
+from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .optionals import OPT_INDEX, OPT_NONE, OPT_SELECT, CelOptional, of
 from .types import Ty
@@ -21,14 +21,14 @@ from .values import UInt, check_qualifier, is_list, is_map, map_lookup, type_nam
 
 
 def optional_of(t: Ty) -> Ty:
-    return Ty(T.OPTIONAL_NAME, (t,))
+    return Ty(types.OPTIONAL_NAME, (t,))
 
 
 def opt_inner(t: Ty) -> Ty:
     """The type an optional of static type ``t`` holds (``dyn`` when unknown)."""
-    if t.name == T.OPTIONAL_NAME and t.params:
+    if t.name == types.OPTIONAL_NAME and t.params:
         return t.params[0]
-    return T.DYN
+    return types.DYN
 
 
 def _nso(name: str, *args: Any) -> CELEvalError:
@@ -138,28 +138,28 @@ def opt_index(v: Any, k: Any) -> CelOptional:
 # -- static result types ----------------------------------------------------------
 
 
-def _of_result(types: Sequence[Ty]) -> Ty:
-    return optional_of(types[0])
+def _of_result(arg_types: Sequence[Ty]) -> Ty:
+    return optional_of(arg_types[0])
 
 
-def _inner_result(types: Sequence[Ty]) -> Ty:
-    return opt_inner(types[0])
+def _inner_result(arg_types: Sequence[Ty]) -> Ty:
+    return opt_inner(arg_types[0])
 
 
-def _same(types: Sequence[Ty]) -> Ty:
-    return types[0]
+def _same(arg_types: Sequence[Ty]) -> Ty:
+    return arg_types[0]
 
 
-def _select_result(types: Sequence[Ty]) -> Ty:
-    recv = opt_inner(types[0]) if types[0].name == T.OPTIONAL_NAME else types[0]
+def _select_result(arg_types: Sequence[Ty]) -> Ty:
+    recv = opt_inner(arg_types[0]) if arg_types[0].name == types.OPTIONAL_NAME else arg_types[0]
     if recv.name == "map":
         return optional_of(recv.elem)
-    return optional_of(T.DYN)
+    return optional_of(types.DYN)
 
 
-def _index_result(types: Sequence[Ty]) -> Ty:
-    recv = opt_inner(types[0]) if types[0].name == T.OPTIONAL_NAME else types[0]
-    return optional_of(recv.elem if recv.name in ("list", "map") else T.DYN)
+def _index_result(arg_types: Sequence[Ty]) -> Ty:
+    recv = opt_inner(arg_types[0]) if arg_types[0].name == types.OPTIONAL_NAME else arg_types[0]
+    return optional_of(recv.elem if recv.name in ("list", "map") else types.DYN)
 
 
 def _free(_args: tuple[object, ...]) -> int:
@@ -170,8 +170,8 @@ def _present_cost(result: object) -> int:
     return 1 if type(result) is CelOptional and result.present else 0
 
 
-_OPT_DYN: Final = optional_of(T.DYN)
-_A: Final = T.DYN
+_OPT_DYN: Final = optional_of(types.DYN)
+_A: Final = types.DYN
 
 # (name, member, arity, impl, overloads as (result, *params), cost); library.py
 # registers these rows like the extension libraries' (cost None: cel-go's 1).
@@ -180,10 +180,10 @@ OPT_FUNCTIONS: Final = (
     ("optional.ofNonZeroValue", False, 1, _of_non_zero, [(_of_result, _A)], None),
     ("optional.none", False, 0, _none, [(_OPT_DYN,)], None),
     ("value", True, 0, opt_value, [(_inner_result, _OPT_DYN)], None),
-    ("hasValue", True, 0, opt_has_value, [(T.BOOL, _OPT_DYN)], None),
+    ("hasValue", True, 0, opt_has_value, [(types.BOOL, _OPT_DYN)], None),
     ("orValue", True, 1, opt_or_value, [(_inner_result, _OPT_DYN, _A)], None),
     ("or", True, 1, opt_or, [(_same, _OPT_DYN, _OPT_DYN)], None),
-    (OPT_SELECT, False, 2, opt_select, [(_select_result, _A, T.STRING)], _free),
+    (OPT_SELECT, False, 2, opt_select, [(_select_result, _A, types.STRING)], _free),
     (OPT_INDEX, False, 2, opt_index, [(_index_result, _A, _A)], _free),
 )
 # x.?f and x[?k] cost 1 only when they yield a value (cel-go charges an attribute's

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from . import lib_lists, lib_net, lib_strings, lib_time, lib_url
-from . import types as T
+from . import lib_lists, lib_net, lib_strings, lib_time, lib_url, types
 from .values import register_value_type
 
 register_value_type(lib_net.IP, lib_net.IP_TYPE.name)
@@ -25,7 +24,7 @@ register_value_type(lib_url.URL, lib_url.URL_TYPE.name)
 register_value_type(lib_time.Timestamp, lib_time.TIMESTAMP_TYPE.name, ordered=True)
 register_value_type(lib_time.Duration, lib_time.DURATION_TYPE.name, ordered=True)
 
-_S: Final = T.STRING
+_S: Final = types.STRING
 
 LIB_FUNCTIONS: Final[tuple[tuple[Any, ...], ...]] = (
     *lib_net.NET_FUNCTIONS,
@@ -35,7 +34,7 @@ LIB_FUNCTIONS: Final[tuple[tuple[Any, ...], ...]] = (
     *lib_lists.LIST_FUNCTIONS,
     ("string", False, 1, None, [(_S, lib_net.IP_TYPE), (_S, lib_net.CIDR_TYPE),
                                 (_S, lib_time.TIMESTAMP_TYPE), (_S, lib_time.DURATION_TYPE)], None),
-    ("int", False, 1, None, [(T.INT, lib_time.TIMESTAMP_TYPE), (T.INT, lib_time.DURATION_TYPE)], None),
+    ("int", False, 1, None, [(types.INT, lib_time.TIMESTAMP_TYPE), (types.INT, lib_time.DURATION_TYPE)], None),
 )
 
 # Standard conversion functions on library values: function name -> type -> converter.

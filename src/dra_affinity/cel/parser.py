@@ -24,7 +24,7 @@ from typing import Final
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
-from . import ast as A
+from . import ast
 from .errors import CELCompileError
 from .lib_lists import expand_sort_by
 from .library_ext import NAMESPACES
@@ -48,25 +48,25 @@ RESERVED: Final = frozenset(
 )  # fmt: skip
 
 MACROS: Final = {
-    ("all", 2): A.ALL,
-    ("exists", 2): A.EXISTS,
-    ("exists_one", 2): A.EXISTS_ONE,
-    ("map", 2): A.MAP,
-    ("map", 3): A.MAP_FILTER,
-    ("filter", 2): A.FILTER,
+    ("all", 2): ast.ALL,
+    ("exists", 2): ast.EXISTS,
+    ("exists_one", 2): ast.EXISTS_ONE,
+    ("map", 2): ast.MAP,
+    ("map", 3): ast.MAP_FILTER,
+    ("filter", 2): ast.FILTER,
 }
 # Two-variable macros: (kind, whether the third argument is a filter when four are given).
 MACROS2: Final = {
-    ("all", 3): A.ALL,
-    ("exists", 3): A.EXISTS,
-    ("existsOne", 3): A.EXISTS_ONE,
-    ("exists_one", 3): A.EXISTS_ONE,
-    ("transformList", 3): A.MAP,
-    ("transformList", 4): A.MAP_FILTER,
-    ("transformMap", 3): A.TRANSFORM_MAP,
-    ("transformMap", 4): A.TRANSFORM_MAP,
-    ("transformMapEntry", 3): A.TRANSFORM_MAP_ENTRY,
-    ("transformMapEntry", 4): A.TRANSFORM_MAP_ENTRY,
+    ("all", 3): ast.ALL,
+    ("exists", 3): ast.EXISTS,
+    ("existsOne", 3): ast.EXISTS_ONE,
+    ("exists_one", 3): ast.EXISTS_ONE,
+    ("transformList", 3): ast.MAP,
+    ("transformList", 4): ast.MAP_FILTER,
+    ("transformMap", 3): ast.TRANSFORM_MAP,
+    ("transformMap", 4): ast.TRANSFORM_MAP,
+    ("transformMapEntry", 3): ast.TRANSFORM_MAP_ENTRY,
+    ("transformMapEntry", 4): ast.TRANSFORM_MAP_ENTRY,
 }
 
 _UNIT: Final = frozenset(
@@ -189,7 +189,7 @@ def _lark() -> Lark:
     return _parser
 
 
-def parse(text: str) -> A.Expr:
+def parse(text: str) -> ast.Expr:
     """Parse ``text``; raise :class:`CELCompileError` on any syntax problem."""
     if not isinstance(text, str):
         raise CELCompileError(f"expression must be a string, not {type(text).__name__}")
@@ -287,7 +287,7 @@ class _Converter:
         found = self.text.find(op, start, _pos(right))
         return found if found >= 0 else start
 
-    def conv(self, t: Tree[Token] | Token, depth: int) -> A.Expr:
+    def conv(self, t: Tree[Token] | Token, depth: int) -> ast.Expr:
         # Walk unit productions (expr -> conditionalor -> ... -> primary) in a
         # loop: they are lark structure, not CEL nesting.
         while isinstance(t, Tree) and t.data in _UNIT and len(t.children) == 1:
@@ -300,7 +300,7 @@ class _Converter:
         ch = t.children
         d = depth + 1
         if data == "expr":  # ternary
-            return A.Cond(
+            return ast.Cond(
                 self._op_pos("?", ch[0], ch[1]),
                 self.conv(ch[0], d),
                 self.conv(ch[1], d),
@@ -313,7 +313,7 @@ class _Converter:
             assert isinstance(op_tree, Tree)
             op = _REL_OPS[str(op_tree.data)]
             left = op_tree.children[0]
-            return A.Binary(
+            return ast.Binary(
                 self._op_pos(op, left, right), op, self.conv(left, d), self.conv(right, d)
             )
         if data in ("addition", "multiplication"):
@@ -321,7 +321,7 @@ class _Converter:
             assert isinstance(op_tree, Tree)
             op = (_ADD_OPS if data == "addition" else _MUL_OPS)[str(op_tree.data)]
             left = op_tree.children[0]
-            return A.Binary(
+            return ast.Binary(
                 self._op_pos(op, left, right), op, self.conv(left, d), self.conv(right, d)
             )
         if data == "unary":
@@ -329,14 +329,14 @@ class _Converter:
         if data == "member_dot":
             operand, name = ch
             assert isinstance(name, Token)
-            return A.Select(_pos(name) - 1, self.conv(operand, d), str(name))
+            return ast.Select(_pos(name) - 1, self.conv(operand, d), str(name))
         if data == "member_dot_arg":
             operand, name = ch[0], ch[1]
             assert isinstance(name, Token)
             args = self._args(ch[2] if len(ch) > 2 else None, d)
             return self._member_call(_pos(name), self.conv(operand, d), str(name), args, name)
         if data == "member_index":
-            return A.Index(
+            return ast.Index(
                 self._op_pos("[", ch[0], ch[1]), self.conv(ch[0], d), self.conv(ch[1], d)
             )
         if data == "member_object":
@@ -344,14 +344,14 @@ class _Converter:
         if data == "literal":
             tok = ch[0]
             assert isinstance(tok, Token)
-            return A.Const(_pos(tok), _literal(tok))
+            return ast.Const(_pos(tok), _literal(tok))
         if data in ("ident", "dot_ident"):
             tok = ch[0]
             assert isinstance(tok, Token)
             ident = str(tok)
             if ident in RESERVED:
                 raise CELCompileError(f"reserved identifier: {ident}", _pos(tok))
-            return A.Ident(_pos(tok), ident)
+            return ast.Ident(_pos(tok), ident)
         if data in ("ident_arg", "dot_ident_arg"):
             tok = ch[0]
             assert isinstance(tok, Token)
@@ -360,15 +360,15 @@ class _Converter:
                 raise CELCompileError(f"reserved identifier: {fname}", _pos(tok))
             args = self._args(ch[1] if len(ch) > 1 else None, d)
             if fname == "has" and data == "ident_arg":
-                if len(args) != 1 or not isinstance(args[0], A.Select) or args[0].test_only:
+                if len(args) != 1 or not isinstance(args[0], ast.Select) or args[0].test_only:
                     raise CELCompileError("invalid argument to has() macro", _pos(tok))
                 sel = args[0]
-                return A.Select(_pos(tok), sel.operand, sel.field, True)
-            return A.Call(_pos(tok), fname, None, args)
+                return ast.Select(_pos(tok), sel.operand, sel.field, True)
+            return ast.Call(_pos(tok), fname, None, args)
         if data == "paren_expr":
             return self.conv(ch[0], d)
         if data == "list_lit":
-            elems: list[A.Expr] = []
+            elems: list[ast.Expr] = []
             optional: list[int] = []
             for el in _items(ch):
                 assert isinstance(el, Tree)
@@ -377,9 +377,9 @@ class _Converter:
                     optional.append(len(elems))
                     inner = inner.children[0]
                 elems.append(self.conv(inner, d))
-            return A.ListLit(_pos(t), tuple(elems), tuple(optional))
+            return ast.ListLit(_pos(t), tuple(elems), tuple(optional))
         if data == "map_lit":
-            entries: list[tuple[A.Expr, A.Expr]] = []
+            entries: list[tuple[ast.Expr, ast.Expr]] = []
             opt_keys: list[int] = []
             for en in _items(ch):
                 assert isinstance(en, Tree)
@@ -389,16 +389,16 @@ class _Converter:
                     opt_keys.append(len(entries))
                     kv = kv[0].children
                 entries.append((self.conv(kv[0], d), self.conv(kv[1], d)))
-            return A.MapLit(_pos(t), tuple(entries), tuple(opt_keys))
+            return ast.MapLit(_pos(t), tuple(entries), tuple(opt_keys))
         if data == "member_opt_dot":
             operand, name = ch
             assert isinstance(name, Token)
-            return A.Call(
+            return ast.Call(
                 _pos(name) - 2, OPT_SELECT, None,
-                (self.conv(operand, d), A.Const(_pos(name), str(name))),
+                (self.conv(operand, d), ast.Const(_pos(name), str(name))),
             )
         if data == "member_opt_index":
-            return A.Call(
+            return ast.Call(
                 self._op_pos("[", ch[0], ch[1]), OPT_INDEX, None,
                 (self.conv(ch[0], d), self.conv(ch[1], d)),
             )
@@ -406,7 +406,7 @@ class _Converter:
             f"syntax error: unsupported construct {data}", _pos(t)
         )  # pragma: no cover
 
-    def _unary(self, t: Tree[Token], depth: int) -> A.Expr:
+    def _unary(self, t: Tree[Token], depth: int) -> ast.Expr:
         """A run of ``!`` or of ``-`` as cel-go reads it: an even run cancels out (``!!x``
         is ``x``), an odd run is one operator; a single ``-`` before a number is the
         literal's sign (``-5``, ``- 5``). The lexer may have put the last minus of a run
@@ -438,21 +438,21 @@ class _Converter:
                     text = text[1:]
                 if run == 1:  # a negative literal
                     signed = Token.new_borrow_pos(lit.type, "-" + text, lit)
-                    return A.Const(_pos(t), _literal(signed))
+                    return ast.Const(_pos(t), _literal(signed))
                 body = Token.new_borrow_pos(lit.type, text, lit)
                 body.start_pos = _pos(lit) + len(str(lit)) - len(text)
-                inner: A.Expr = A.Const(body.start_pos, _literal(body))
-                return inner if run % 2 == 0 else A.Unary(_pos(t), "-", inner)
+                inner: ast.Expr = ast.Const(body.start_pos, _literal(body))
+                return inner if run % 2 == 0 else ast.Unary(_pos(t), "-", inner)
         inner = self.conv(node, depth + 1)
-        return inner if run % 2 == 0 else A.Unary(_pos(t), op, inner)
+        return inner if run % 2 == 0 else ast.Unary(_pos(t), op, inner)
 
-    def _args(self, exprlist: Tree[Token] | Token | None, depth: int) -> tuple[A.Expr, ...]:
+    def _args(self, exprlist: Tree[Token] | Token | None, depth: int) -> tuple[ast.Expr, ...]:
         if exprlist is None:
             return ()
         assert isinstance(exprlist, Tree)
         return tuple(self.conv(c, depth) for c in exprlist.children)
 
-    def _logical(self, t: Tree[Token], data: str, depth: int) -> A.Expr:
+    def _logical(self, t: Tree[Token], data: str, depth: int) -> ast.Expr:
         # Left-recursive chain a || b || c: collect the operands iteratively,
         # then build a balanced tree so nesting grows with log2(n).
         terms: list[Tree[Token] | Token] = []
@@ -471,9 +471,9 @@ class _Converter:
             self._op_pos("||" if data == "conditionalor" else "&&", terms[i], terms[i + 1])
             for i in range(len(terms) - 1)
         ]
-        node_cls = A.Or if data == "conditionalor" else A.And
+        node_cls = ast.Or if data == "conditionalor" else ast.And
 
-        def build(lo: int, hi: int) -> A.Expr:
+        def build(lo: int, hi: int) -> ast.Expr:
             # terms[lo..hi] inclusive; same split as cel-go's balancer
             if lo == hi:
                 return conv_terms[lo]
@@ -483,9 +483,9 @@ class _Converter:
         return build(0, len(conv_terms) - 1)
 
     def _member_call(
-        self, pos: int, target: A.Expr, name: str, args: tuple[A.Expr, ...], tok: Token
-    ) -> A.Expr:
-        if isinstance(target, A.Ident) and target.name == "cel" and name == "bind":
+        self, pos: int, target: ast.Expr, name: str, args: tuple[ast.Expr, ...], tok: Token
+    ) -> ast.Expr:
+        if isinstance(target, ast.Ident) and target.name == "cel" and name == "bind":
             return self._bind(pos, args)
         macro2 = MACROS2.get((name, len(args)))
         if macro2 is not None:
@@ -494,51 +494,51 @@ class _Converter:
             return expand_sort_by(pos, target, args)
         macro = MACROS.get((name, len(args)))
         if macro is None:
-            if isinstance(target, A.Ident) and (
+            if isinstance(target, ast.Ident) and (
                 target.name in NAMESPACES | LIB_NAMESPACES or target.name in OPT_NAMESPACES
             ):
                 # a namespaced function of an extension library: sets.contains(a, b)
-                return A.Call(pos, f"{target.name}.{name}", None, args)
-            return A.Call(pos, name, target, args)
+                return ast.Call(pos, f"{target.name}.{name}", None, args)
+            return ast.Call(pos, name, target, args)
         var = args[0]
-        if not isinstance(var, A.Ident):
+        if not isinstance(var, ast.Ident):
             raise CELCompileError(f"{name}() macro: argument must be a simple name", var.pos)
-        if macro == A.MAP:
-            return A.Comprehension(pos, macro, target, var.name, None, args[1])
-        if macro == A.MAP_FILTER:
-            return A.Comprehension(pos, macro, target, var.name, args[1], args[2])
-        return A.Comprehension(pos, macro, target, var.name, args[1], None)
+        if macro == ast.MAP:
+            return ast.Comprehension(pos, macro, target, var.name, None, args[1])
+        if macro == ast.MAP_FILTER:
+            return ast.Comprehension(pos, macro, target, var.name, args[1], args[2])
+        return ast.Comprehension(pos, macro, target, var.name, args[1], None)
 
     @staticmethod
-    def _bind(pos: int, args: tuple[A.Expr, ...]) -> A.Expr:
+    def _bind(pos: int, args: tuple[ast.Expr, ...]) -> ast.Expr:
         """``cel.bind(v, init, expr)``: ``expr`` with ``v`` bound to ``init``, evaluated once."""
         if len(args) != 3:
             raise CELCompileError("cel.bind() macro: expects 3 arguments", pos)
         var = args[0]
-        if not isinstance(var, A.Ident):
+        if not isinstance(var, ast.Ident):
             raise CELCompileError("cel.bind() macro: argument must be a simple name", var.pos)
-        return A.Comprehension(pos, A.BIND, args[1], var.name, None, args[2])
+        return ast.Comprehension(pos, ast.BIND, args[1], var.name, None, args[2])
 
     @staticmethod
     def _two_var(
-        pos: int, target: A.Expr, name: str, macro: str, args: tuple[A.Expr, ...]
-    ) -> A.Expr:
+        pos: int, target: ast.Expr, name: str, macro: str, args: tuple[ast.Expr, ...]
+    ) -> ast.Expr:
         v1, v2 = args[0], args[1]
         for v in (v1, v2):
-            if not isinstance(v, A.Ident):
+            if not isinstance(v, ast.Ident):
                 raise CELCompileError(f"{name}() macro: argument must be a simple name", v.pos)
-        assert isinstance(v1, A.Ident) and isinstance(v2, A.Ident)
+        assert isinstance(v1, ast.Ident) and isinstance(v2, ast.Ident)
         if v1.name == v2.name:
             raise CELCompileError(
                 f"{name}() macro: duplicate variable name '{v1.name}'", v2.pos
             )
-        if macro in (A.ALL, A.EXISTS, A.EXISTS_ONE):
+        if macro in (ast.ALL, ast.EXISTS, ast.EXISTS_ONE):
             pred, transform = args[2], None
         elif len(args) == 4:
             pred, transform = args[2], args[3]
         else:
             pred, transform = None, args[2]
-        return A.Comprehension(pos, macro, target, v1.name, pred, transform, v2.name)
+        return ast.Comprehension(pos, macro, target, v1.name, pred, transform, v2.name)
 
 
 # -- literals -------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from dra_affinity.cel import SELECTOR_ENV, CELError
 from dra_affinity.features import Features
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.model import Abort, DeviceInfo, PoolID, PoolInfo, Reason, Result
 from dra_affinity.structured.snapshot import Snapshot
@@ -104,7 +104,7 @@ class SchedulerCache:
             self._selector_cache[key] = hit
         if isinstance(hit, CELError):
             raise Abort(Result.ERROR, Reason(
-                R.SELECTOR_ERROR,
+                reasons.SELECTOR_ERROR,
                 f"claim {claim.key} request {alt.name}: selector {expr!r} on device {d.id}: {hit}",
                 None, d.id))
         return hit

@@ -16,7 +16,7 @@ from typing import Any
 from dra_affinity.api.core import Pod, PodResourceClaim
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.features import Features
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.allocator import Counters
 from dra_affinity.structured.claims import ClaimRequest, ClaimSpec, Constraint, RequestSpec
 from dra_affinity.structured.experiments import ExperimentHooks, is_never_set_lock
@@ -100,7 +100,7 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
     try:
         placement = placement_of(pod)
     except PlacementError as e:
-        raise Abort(Result.UNRESOLVABLE, Reason(R.INVALID_POD_SPEC, f"pod {key}: {e}")) from None
+        raise Abort(Result.UNRESOLVABLE, Reason(reasons.INVALID_POD_SPEC, f"pod {key}: {e}")) from None
     classes = view.classes()
     claims: list[ResourceClaim] = []
     for prc in pod.spec.resource_claims:
@@ -110,7 +110,7 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
             src = (f"template {prc.resource_claim_template_name}"
                    if prc.resource_claim_template_name else "resourceClaimName")
             raise Abort(Result.UNRESOLVABLE, Reason(
-                R.CLAIM_NOT_FOUND,
+                reasons.CLAIM_NOT_FOUND,
                 f"pod {key}: resource claim {pod.namespace}/{name} ({src}) does not exist"))
         claims.append(claim)
     to_allocate: list[ClaimSpec] = []
@@ -121,7 +121,7 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
             others = [r for r in c.status.reserved_for if not (r.resource == "pods" and r.name == pod.name)]
             if len(others) >= MAX_RESERVED_FOR:
                 raise Abort(Result.UNSCHEDULABLE, Reason(
-                    R.CLAIM_IN_USE, f"claim {ckey} is already reserved for {len(others)} consumers"))
+                    reasons.CLAIM_IN_USE, f"claim {ckey} is already reserved for {len(others)} consumers"))
             allocated.append(c)
             continue
         to_allocate.append(claim_spec(c, classes))
@@ -149,7 +149,7 @@ def claim_spec(c: ResourceClaim, classes: Mapping[str, DeviceClass]) -> ClaimSpe
         cls = classes.get(class_name)
         if cls is None:
             raise Abort(Result.UNRESOLVABLE, Reason(
-                R.DEVICE_CLASS_NOT_FOUND,
+                reasons.DEVICE_CLASS_NOT_FOUND,
                 f"claim {ckey} request {req}: DeviceClass {class_name!r} does not exist"))
         exprs = [s.cel.expression for s in cls.spec.selectors if s.cel is not None]
         exprs += [s.cel.expression for s in own if s.cel is not None]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dra_affinity.cel import OutcomeKind
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import CLEAN, AffinityStatus, Lock, check_lock, gated
 from dra_affinity.structured.allocator import NodeAllocator, OrderFn, first_fit_one
 from dra_affinity.structured.claims import ClaimSpec, RequestSpec
@@ -48,7 +48,7 @@ def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapsho
         sel = c.status.allocation.node_selector if c.status.allocation else None
         if sel is not None and not node_selector_matches(sel, node, labels):
             return NodeResult(node, False, [], [Reason(
-                R.CLAIM_ALLOCATED_ELSEWHERE,
+                reasons.CLAIM_ALLOCATED_ELSEWHERE,
                 f"claim {c.namespace}/{c.name} is allocated to devices not available on node {node}",
                 node)])
     if not cyc.to_allocate:

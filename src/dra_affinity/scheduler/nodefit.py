@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.meta import NodeSelector
 from dra_affinity.api.quantity import Quantity
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.nodes import node_selector_matches
 
 #: Taint effects that keep pods off a node at scheduling time.
@@ -328,24 +328,24 @@ def check_node(p: PodPlacement, n: NodeFacts, labels: Mapping[str, str],
     """The first failing node filter as (reason code, message), or None when the node
     passes NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit."""
     if n.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in p.tolerations):
-        return R.NODE_UNSCHEDULABLE, f"node {n.name} is unschedulable (cordoned)"
+        return reasons.NODE_UNSCHEDULABLE, f"node {n.name} is unschedulable (cordoned)"
     if n.taints:
         t = untolerated(n.taints, p.tolerations)
         if t is not None:
             shown = t.get("key", "") + (f"={t['value']}" if t.get("value") else "")
-            return (R.TAINT_NOT_TOLERATED,
+            return (reasons.TAINT_NOT_TOLERATED,
                     f"node {n.name} has taint {shown}:{t.get('effect')} that the pod does not tolerate")
     for k, v in p.node_selector:
         if labels.get(k) != v:
-            return R.NODE_SELECTOR_MISMATCH, f"node {n.name} does not match the pod's nodeSelector {k}={v}"
+            return reasons.NODE_SELECTOR_MISMATCH, f"node {n.name} does not match the pod's nodeSelector {k}={v}"
     if p.required_affinity is not None and not node_selector_matches(p.required_affinity, n.name, labels):
-        return R.NODE_AFFINITY_MISMATCH, f"node {n.name} does not match the pod's required node affinity"
+        return reasons.NODE_AFFINITY_MISMATCH, f"node {n.name} does not match the pod's required node affinity"
     if n.allocatable is not None:
         alloc = n.allocatable
         if used.get(PODS, 0) + 1 > alloc.get(PODS, 0):
-            return R.INSUFFICIENT_NODE_RESOURCES, f"node {n.name}: too many pods ({alloc.get(PODS, 0)} allowed)"
+            return reasons.INSUFFICIENT_NODE_RESOURCES, f"node {n.name}: too many pods ({alloc.get(PODS, 0)} allowed)"
         short = [k for k, v in p.requests.items() if v > alloc.get(k, 0) - used.get(k, 0)]
         if short:
-            return (R.INSUFFICIENT_NODE_RESOURCES,
+            return (reasons.INSUFFICIENT_NODE_RESOURCES,
                     f"node {n.name}: insufficient {', '.join(short)}")
     return None

@@ -24,11 +24,9 @@ from dra_affinity.api.resource import (
     ResourceClaim,
     ResourceClaimConsumerReference,
 )
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import (
     CLEAN,
-    S_CLEAN,
-    S_LOCKED,
     AffinityKeys,
     AffinityStatus,
     Lock,
@@ -58,10 +56,10 @@ def refresh_claims(view: ClusterView, cyc: CycleState) -> Reason | None:
         key = f"{c.namespace}/{c.name}"
         now = view.claim(key)
         if now is None:
-            return Reason(R.RESERVE_CONFLICT, f"claim {key} was deleted since Filter",
+            return Reason(reasons.RESERVE_CONFLICT, f"claim {key} was deleted since Filter",
                           cyc.chosen.node)
         if key in planned and now.status.allocation is not None:
-            return Reason(R.RESERVE_CONFLICT,
+            return Reason(reasons.RESERVE_CONFLICT,
                           f"claim {key} was allocated by another pod since Filter; the next "
                           "attempt uses that allocation", cyc.chosen.node)
         fresh.append(now)
@@ -100,19 +98,19 @@ def _recheck(state: AllocatedState, snap: Snapshot, node: str,
     for s in shares:
         d = s.device
         if d.id not in snap.devices:
-            return Reason(R.RESERVE_CONFLICT, f"device {d.id} disappeared before Reserve", node, d.id)
+            return Reason(reasons.RESERVE_CONFLICT, f"device {d.id} disappeared before Reserve", node, d.id)
         if s.exclusive:
             if state.is_allocated(d.id):
-                return Reason(R.RESERVE_CONFLICT, f"device {d.id} was allocated since Filter", node, d.id)
+                return Reason(reasons.RESERVE_CONFLICT, f"device {d.id} was allocated since Filter", node, d.id)
         else:
             if state.is_exclusively_allocated(d.id):
-                return Reason(R.RESERVE_CONFLICT, f"device {d.id} was allocated since Filter", node, d.id)
+                return Reason(reasons.RESERVE_CONFLICT, f"device {d.id} was allocated since Filter", node, d.id)
             used = dict(state.consumed(d.id))
             for n, a in extra.get(d.id, {}).items():
                 used[n] = used.get(n, 0) + a
             over = fits(d.limits, used, s.consumed)
             if over is not None:
-                return Reason(R.RESERVE_CONFLICT,
+                return Reason(reasons.RESERVE_CONFLICT,
                               f"device {d.id}: capacity {over} was consumed since Filter", node, d.id)
             ex = extra.setdefault(d.id, {})
             for n, q in s.consumed:
@@ -124,17 +122,17 @@ def _recheck(state: AllocatedState, snap: Snapshot, node: str,
             # The common cases inline: still clean (and not picked by an earlier share
             # of this pod), or still locked to these very keys.
             status = st.status
-            if (status is S_CLEAN and did not in pending) or \
-                    (status is S_LOCKED and st.locked_affinity is keys):
+            if (status is AffinityStatus.CLEAN and did not in pending) or \
+                    (status is AffinityStatus.LOCKED and st.locked_affinity is keys):
                 pending.setdefault(did, keys)
                 continue
             verdict = check_lock(st, keys, pending.get(did) if pending else None)
             if verdict is Lock.UNKNOWN:
-                return Reason(R.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
+                return Reason(reasons.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
                               node, d.id)
             if verdict is Lock.MISMATCH:
                 lock = st.locked_affinity if st.status is AffinityStatus.LOCKED else pending[d.id]
-                return Reason(R.RESERVE_CONFLICT,
+                return Reason(reasons.RESERVE_CONFLICT,
                               f"device {d.id} was locked to {dict(lock or ())} since Filter; "
                               f"claim {s.claim} request {s.request} needs {dict(keys)}", node, d.id)
             pending.setdefault(did, keys)

@@ -37,7 +37,7 @@ from dra_affinity.observe.metrics import (
     NO_KEYS,
     SchedulerMetrics,
 )
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import AffinityStatus
 from dra_affinity.structured.allocator import Counters
 from dra_affinity.structured.extraction import ExtractionResult
@@ -45,12 +45,12 @@ from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState, Share
 
-from . import filter as F
 from .cache import SchedulerCache
 from .cycle import Attempt, CycleState, claim_name, prefilter
 from .fastpath import FastPaths
 from .fastpath.contentkey import ContentCache
 from .fastpath.filter import IndexedFilter
+from .filter import FIRSTFIT, SCORING, filter_node, full_scan
 from .nodefit import NodeUsage
 from .reconstruct import Reconstructor
 from .reserve import (
@@ -79,11 +79,11 @@ class Scheduler:
         *,
         metrics: SchedulerMetrics | None = None,
         recorder: Recorder | None = None,
-        scoring: str = F.FIRSTFIT,
+        scoring: str = FIRSTFIT,
         fast_paths: FastPaths | None = None,
     ) -> None:
-        if scoring not in F.SCORING:
-            raise ValueError(f"unknown scoring {scoring!r} (one of {', '.join(F.SCORING)})")
+        if scoring not in SCORING:
+            raise ValueError(f"unknown scoring {scoring!r} (one of {', '.join(SCORING)})")
         self.view = view
         self.features = features or Features()
         self.metrics = metrics or SchedulerMetrics()
@@ -163,7 +163,7 @@ class Scheduler:
             if pod is None:
                 msg = f"pod {key} does not exist (deleted or never created)"
                 cycles.append(Attempt(key, Result.UNRESOLVABLE, reasons=[
-                    Reason(R.POD_NOT_FOUND, msg)], message=msg))
+                    Reason(reasons.POD_NOT_FOUND, msg)], message=msg))
                 continue
             if pod.spec.node_name:
                 cycles.append(self._already_bound(pod, key))
@@ -189,14 +189,14 @@ class Scheduler:
         t0 = time.perf_counter()
         try:
             if not snap.nodes:
-                cyc.node_reasons.append(Reason(R.NO_NODES, "no nodes in the cluster"))
+                cyc.node_reasons.append(Reason(reasons.NO_NODES, "no nodes in the cluster"))
             cyc.filtered_on = (snap, state, state.version)
             if self.indexed.applies(cyc, state):
                 if self.indexed.find(cyc, snap, state, self.scoring):
                     return
                 # Nothing fits: a full pass gives every node's reasons (rare, off the hot path).
                 cyc.counters = Counters()
-            F.full_scan(self.cache, cyc, snap, state, self.scoring)
+            full_scan(self.cache, cyc, snap, state, self.scoring)
         finally:
             self.last_filter_seconds = time.perf_counter() - t0
             self.metrics.filter_seconds.observe(self.last_filter_seconds)
@@ -221,14 +221,14 @@ class Scheduler:
             return self._failed(cyc.key, [conflict], f"Reserve failed on node {node}: {conflict.message}")
         if fail_bind:
             unreserve(self.state, cyc)
-            reason = Reason(R.BIND_FAILED, f"binding pod {cyc.key} to node {node} failed; "
+            reason = Reason(reasons.BIND_FAILED, f"binding pod {cyc.key} to node {node} failed; "
                             "tentative allocations and locks rolled back", node)
             return self._failed(cyc.key, [reason], reason.message)
         try:
             rows = self._bind(cyc, node)
         except WriteConflict as e:
             unreserve(self.state, cyc)
-            reason = Reason(R.BIND_FAILED, f"binding pod {cyc.key} to node {node} failed: {e}; "
+            reason = Reason(reasons.BIND_FAILED, f"binding pod {cyc.key} to node {node} failed: {e}; "
                             "tentative allocations and locks rolled back", node)
             return self._failed(cyc.key, [reason], reason.message)
         self.recorder.event(f"Pod {cyc.key}", "Normal", "Scheduled",
@@ -257,9 +257,9 @@ class Scheduler:
         self.view.bind_pod(cyc.pod, node)
         return out
 
-    def _failed(self, key: str, reasons: list[Reason], msg: str) -> Attempt:
+    def _failed(self, key: str, why: list[Reason], msg: str) -> Attempt:
         self.recorder.event(f"Pod {key}", "Warning", "FailedScheduling", msg)
-        return Attempt(key, Result.UNSCHEDULABLE, None, [], reasons, msg)
+        return Attempt(key, Result.UNSCHEDULABLE, None, [], why, msg)
 
     def _already_bound(self, pod: Pod, key: str) -> Attempt:
         rows: list[dict[str, Any]] = []
@@ -287,7 +287,7 @@ class Scheduler:
         pod = self.view.pod(pod_key)
         if pod is None:
             raise KeyError(pod_key)
-        return F.filter_node(self.cache, self.prefilter(pod), node, self.snapshot(), state, self.scoring)
+        return filter_node(self.cache, self.prefilter(pod), node, self.snapshot(), state, self.scoring)
 
     # ================================================================== preemption hooks (KEP-5690)
     def _pod_shares(self, pod_key: str) -> list[tuple[str, Share]]:
@@ -350,10 +350,10 @@ class Scheduler:
         return locked, unrec, per_pool
 
 
-def _summary(total: int, reasons: Sequence[Reason]) -> str:
+def _summary(total: int, node_reasons: Sequence[Reason]) -> str:
     """kube-scheduler style: '0/2 nodes are available: 2 AffinityLockMismatch.' plus details."""
     by_node: dict[str, list[str]] = {}
-    for r in reasons:
+    for r in node_reasons:
         by_node.setdefault(r.node or "", []).append(r.code)
     counts: dict[str, int] = {}
     for codes in by_node.values():
@@ -361,7 +361,7 @@ def _summary(total: int, reasons: Sequence[Reason]) -> str:
             counts[code] = counts.get(code, 0) + 1
     parts = ", ".join(f"{n} {code}" for code, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
     head = f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
-    affinity = [r.message for r in reasons if r.code in R.AFFINITY_CODES]
+    affinity = [r.message for r in node_reasons if r.code in reasons.AFFINITY_CODES]
     if affinity:
         head += " " + "; ".join(dict.fromkeys(affinity[:4]))
     return head

@@ -47,15 +47,12 @@ _EMPTY_LIST: Final = (_LIST, ())
 _EMPTY_DICT: Final = (_DICT, (), ())
 
 
-_refcount = sys.getrefcount
-
-
 def _own_refs() -> int:
-    """What ``_refcount`` says, inside ``_Codec._children``'s loop, of an item that only
+    """What ``sys.getrefcount`` says, inside ``_Codec._children``'s loop, of an item that only
     its container references: the container, the loop variable and the call's argument
     (measured the same way, so it holds on any interpreter version)."""
     for x in [object()]:
-        return _refcount(x)
+        return sys.getrefcount(x)
     raise AssertionError("unreachable")
 
 
@@ -65,7 +62,7 @@ def _field_refs() -> int:
     d = {"part": object()}
     vals = tuple(d.values())
     x = vals[0]
-    return _refcount(x)
+    return sys.getrefcount(x)
 
 
 #: References an unshared part of an object has while it is being encoded.
@@ -154,7 +151,7 @@ class _Codec:
                 add(_LEAF)
             elif not x and type(x) is list:
                 add(_EMPTY_LIST)
-            elif _refcount(x) > _OWN_REFS:
+            elif sys.getrefcount(x) > _OWN_REFS:
                 values.append(x)
                 add(_LEAF)
             else:
@@ -247,14 +244,14 @@ def _compile_fields(children: tuple[Any, ...], example: tuple[Any, ...], cls: An
             x = vals[pos]
             if sub is _SHARED:
                 if x is None or (type(x) is list and not x) or (
-                        type(x) not in _SCALARS and _refcount(x) <= refs):
+                        type(x) not in _SCALARS and sys.getrefcount(x) <= refs):
                     return False
                 values.append(x)
             elif sub is _FIXED:
                 if type(x) is not list or x:
                     return False
             else:
-                if x is None or type(x) in _SCALARS or _refcount(x) > refs:
+                if x is None or type(x) in _SCALARS or sys.getrefcount(x) > refs:
                     return False  # not a part, or shared: a leaf in a new shape
                 _, match = sub
                 if match is None:  # the empty dict

@@ -12,10 +12,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
 from dra_affinity.features import name_of
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.model import DeviceInfo
 
 AffinityKeys = tuple[tuple[str, str], ...]  # sorted (key, value) pairs: hashable, comparable
@@ -31,12 +30,6 @@ class AffinityStatus(enum.IntEnum):
     @property
     def label(self) -> str:
         return ("Clean", "Locked", "Unreconstructable")[self.value]
-
-
-#: The statuses as plain module names, for the per-device checks of every cycle (one
-#: global load where ``AffinityStatus.CLEAN`` is two lookups).
-S_CLEAN: Final = AffinityStatus.CLEAN
-S_LOCKED: Final = AffinityStatus.LOCKED
 
 
 @dataclass(frozen=True)
@@ -70,11 +63,11 @@ def check_lock(state: AffinityState, keys: AffinityKeys, pending: AffinityKeys |
     Keys are compared by identity first: extraction results and locks share one tuple
     per distinct key set, so equal keys are usually the same object."""
     status = state.status
-    if status is S_CLEAN:
+    if status is AffinityStatus.CLEAN:
         if pending is None:
             return Lock.CLEAN
         lock: AffinityKeys | None = pending
-    elif status is S_LOCKED:
+    elif status is AffinityStatus.LOCKED:
         lock = state.locked_affinity
     else:
         return Lock.UNKNOWN
@@ -102,16 +95,16 @@ def pool_gate(d: DeviceInfo, affinity_enabled: bool) -> PoolGate | None:
     if pi.sound and (affinity_enabled or not pi.declares_sharing_affinity):
         return None  # the common case: none of the reasons below applies
     if pi.invalid_reason:
-        return R.POOL_INVALID, lambda: f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}"
+        return reasons.POOL_INVALID, lambda: f"pool {pi.driver}/{pi.name} is invalid: {pi.invalid_reason}"
     if pi.declares_sharing_affinity and not affinity_enabled:
-        return R.AFFINITY_FEATURE_DISABLED, lambda: (
+        return reasons.AFFINITY_FEATURE_DISABLED, lambda: (
             f"device {d.id}: pool {pi.driver}/{pi.name} declares sharingAffinity but "
             f"the {name_of('sharing_affinity')} feature gate is disabled in the scheduler")
     if pi.incomplete_reason:
-        code = R.AFFINITY_POOL_INCOMPLETE if d.multi and affinity_enabled else R.POOL_INCOMPLETE
+        code = reasons.AFFINITY_POOL_INCOMPLETE if d.multi and affinity_enabled else reasons.POOL_INCOMPLETE
         return code, lambda: f"device {d.id}: {pi.incomplete_reason}"
     if d.gated and pi.affinity_invalid_reason:
-        return R.AFFINITY_INVALID_POOL, lambda: (
+        return reasons.AFFINITY_INVALID_POOL, lambda: (
             f"device {d.id}: pool {pi.driver}/{pi.name} is invalid for sharing "
             f"affinity: {pi.affinity_invalid_reason}")
     return None

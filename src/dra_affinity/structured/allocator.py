@@ -18,15 +18,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from dra_affinity.api.quantity import Quantity
 from dra_affinity.cel import ExtractionResult, OutcomeKind
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import (
     CLEAN,
-    S_CLEAN,
-    S_LOCKED,
     AffinityKeys,
     AffinityStatus,
     Lock,
@@ -54,9 +52,6 @@ if TYPE_CHECKING:
 # exponential in the worst case, and a Filter call must always return.
 SEARCH_STEP_LIMIT = 100_000
 
-#: Read on every gated device of every cycle: one global load, not two lookups.
-_OK: Final = OutcomeKind.OK
-
 
 ExtractFn = Callable[[ClaimSpec, RequestSpec, PoolInfo], ExtractionResult]
 SelectorFn = Callable[[str, DeviceInfo, ClaimSpec, RequestSpec], bool]
@@ -64,16 +59,16 @@ OrderFn = Callable[[Sequence[DeviceInfo], ClaimSpec, RequestSpec], Sequence[Devi
 
 # ResourceClaim authoring errors: the pod is unresolvable until the claim changes.
 _CLAIM_ERRORS = {
-    OutcomeKind.SELF_INCONSISTENT: R.AFFINITY_SELF_INCONSISTENT,
-    OutcomeKind.VALUE_TOO_LONG: R.AFFINITY_VALUE_TOO_LONG,
+    OutcomeKind.SELF_INCONSISTENT: reasons.AFFINITY_SELF_INCONSISTENT,
+    OutcomeKind.VALUE_TOO_LONG: reasons.AFFINITY_VALUE_TOO_LONG,
 }
 
 # ResourceSlice authoring errors: scheduling of the pod aborts.
 _SLICE_ERRORS = {
-    OutcomeKind.CEL_ERROR: R.AFFINITY_CEL_ERROR,
-    OutcomeKind.MISSING_FIELD: R.AFFINITY_CEL_ERROR,
-    OutcomeKind.NON_STRING: R.AFFINITY_CEL_ERROR,
-    OutcomeKind.COST_EXCEEDED: R.AFFINITY_COST_EXCEEDED,
+    OutcomeKind.CEL_ERROR: reasons.AFFINITY_CEL_ERROR,
+    OutcomeKind.MISSING_FIELD: reasons.AFFINITY_CEL_ERROR,
+    OutcomeKind.NON_STRING: reasons.AFFINITY_CEL_ERROR,
+    OutcomeKind.COST_EXCEEDED: reasons.AFFINITY_COST_EXCEEDED,
 }
 
 
@@ -130,15 +125,15 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
         st = state.affinity_states.get(did, CLEAN)
         status = st.status
         res = extract(claim, alt, d.pool_info)
-        if res.kind is not _OK:  # (an OK result always has its keys)
+        if res.kind is not OutcomeKind.OK:  # (an OK result always has its keys)
             return None
         keys = res.keys
         # check_lock's two common outcomes inline: clean, or locked to these very keys.
-        if status is S_LOCKED:
+        if status is AffinityStatus.LOCKED:
             if st.locked_affinity is not keys and check_lock(st, keys) is not Lock.MATCH:
                 return None
             reused = True
-        elif status is not S_CLEAN:
+        elif status is not AffinityStatus.CLEAN:
             return None  # Unreconstructable: the allocator says so
     n = len(usage.shares) if usage is not None else 0
     share = PlannedShare(claim.key, alt.name, d, share_id_for(claim.uid, alt.name, did, n),
@@ -213,7 +208,7 @@ class NodeAllocator:
             return NodeResult(self.node, True, self._with_share_ids(claims, self._p.shares))
         codes = [code for (_dev, code) in self._reasons]
         if self._steps > SEARCH_STEP_LIMIT:
-            codes.append(R.SEARCH_LIMIT)
+            codes.append(reasons.SEARCH_LIMIT)
         return NodeResult(self.node, False, [], self._final_reasons, codes)
 
     def _all_mode_pools(self, claims: Sequence[ClaimSpec]) -> Reason | None:
@@ -236,12 +231,12 @@ class NodeAllocator:
             for pid in sorted(pools):
                 pi = pools[pid]
                 if pi.incomplete_reason:
-                    return Reason(R.POOL_INCOMPLETE,
+                    return Reason(reasons.POOL_INCOMPLETE,
                                   f"claim {claim.key}, request {alt.name}: asks for all devices, "
                                   f"but resource pool {pi.driver}/{pi.name} is currently being "
                                   f"updated ({pi.incomplete_reason})", self.node)
                 if pi.invalid_reason:
-                    return Reason(R.POOL_INVALID,
+                    return Reason(reasons.POOL_INVALID,
                                   f"claim {claim.key}, request {alt.name}: asks for all devices, "
                                   f"but resource pool {pi.driver}/{pi.name} is currently invalid "
                                   f"({pi.invalid_reason})", self.node)
@@ -258,19 +253,19 @@ class NodeAllocator:
             return share, None
         fresh = self.reasons()[before:]
         return None, fresh[0] if fresh else Reason(
-            R.NO_DEVICES, f"device {d.id} is not viable for request {alt.name}", self.node, d.id)
+            reasons.NO_DEVICES, f"device {d.id} is not viable for request {alt.name}", self.node, d.id)
 
     def _final_reasons(self) -> list[Reason]:
-        reasons = self.reasons()
+        found = self.reasons()
         if self._steps > SEARCH_STEP_LIMIT:
-            reasons.append(
-                Reason(R.SEARCH_LIMIT, f"allocation search stopped after {SEARCH_STEP_LIMIT} steps",
+            found.append(
+                Reason(reasons.SEARCH_LIMIT, f"allocation search stopped after {SEARCH_STEP_LIMIT} steps",
                        self.node)
             )
-        if not reasons:
-            reasons.append(Reason(R.NO_DEVICES, "no devices on this node match the requests",
-                                  self.node))
-        return reasons
+        if not found:
+            found.append(Reason(reasons.NO_DEVICES, "no devices on this node match the requests",
+                                self.node))
+        return found
 
     def reasons(self) -> list[Reason]:
         return [Reason(code, msg(), self.node, dev) for (dev, code), msg in self._reasons.items()]
@@ -381,15 +376,15 @@ class NodeAllocator:
         if key in self._reasons:
             return
         self._reasons[key] = message
-        if code == R.AFFINITY_LOCK_MISMATCH:
+        if code == reasons.AFFINITY_LOCK_MISMATCH:
             self.counters.lock_conflicts += 1
-        elif code == R.AFFINITY_NO_KEYS:
+        elif code == reasons.AFFINITY_NO_KEYS:
             self.counters.no_keys += 1
 
     def _static_match(self, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:
         for expr in alt.selectors:
             if not self.selector_matches(expr, d, claim, alt):
-                self._reject(d, R.SELECTOR_MISMATCH,
+                self._reject(d, reasons.SELECTOR_MISMATCH,
                              lambda: f"device {d.id} does not match selector {_clip(expr)!r} of "  # noqa: B023 (returns right after: the cell holds this value)
                              f"request {alt.name} (class {alt.class_name})")
                 return False
@@ -408,17 +403,17 @@ class NodeAllocator:
         share_id: str | None = None  # assigned once the placement is final
         if d.multi:
             if self.state.is_exclusively_allocated(d.id) or d.id in self._p.exclusive:
-                self._reject(d, R.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
+                self._reject(d, reasons.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
                 return None
             plan = self._plan(d, alt)
             if isinstance(plan, str):
                 err = plan
-                self._reject(d, R.INVALID_CAPACITY_REQUEST, lambda: f"device {d.id}: {err}")
+                self._reject(d, reasons.INVALID_CAPACITY_REQUEST, lambda: f"device {d.id}: {err}")
                 return None
             used = _merged(self.state.consumed(d.id), self._p.consumed.get(d.id))
             over = fits(d.limits, used, plan.items())
             if over is not None:
-                self._reject(d, R.INSUFFICIENT_CAPACITY,
+                self._reject(d, reasons.INSUFFICIENT_CAPACITY,
                              lambda: f"device {d.id}: not enough {over} left "
                              f"(capacity {d.capacity[over].value}, in use {used.get(over, Quantity(0))}, "
                              f"requested {plan[over]})")
@@ -426,12 +421,12 @@ class NodeAllocator:
             consumed = tuple(sorted(plan.items()))
         else:
             if self.state.is_allocated(d.id) or d.id in self._p.uses:
-                self._reject(d, R.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
+                self._reject(d, reasons.DEVICE_ALLOCATED, lambda: f"device {d.id} is already allocated")
                 return None
             for name, amount in alt.capacity.items():
                 cap = d.capacity.get(name)
                 if cap is None or cap.value.value < amount.value:
-                    self._reject(d, R.INSUFFICIENT_CAPACITY,
+                    self._reject(d, reasons.INSUFFICIENT_CAPACITY,
                                  lambda: f"device {d.id}: capacity {name} is less than the requested {amount}")  # noqa: B023 (returns right after: the cell holds this value)
                     return None
 
@@ -445,13 +440,13 @@ class NodeAllocator:
         if d.gated and self.affinity_enabled:
             st = self.state.affinity_states.get(d.id, CLEAN)
             if st.status is AffinityStatus.UNRECONSTRUCTABLE:
-                self._reject(d, R.AFFINITY_UNRECONSTRUCTABLE, lambda: unknown_message(d, st))
+                self._reject(d, reasons.AFFINITY_UNRECONSTRUCTABLE, lambda: unknown_message(d, st))
                 return None
             res = self.extract(claim, alt, pi)
             if res.kind is not OutcomeKind.OK:
                 self._check_fatal(res, d, claim, alt)
                 if res.kind is OutcomeKind.NO_KEYS:
-                    self._reject(d, R.AFFINITY_NO_KEYS,
+                    self._reject(d, reasons.AFFINITY_NO_KEYS,
                                  lambda: f"claim {claim.key} request {alt.name}: strict gating: not every "
                                  f"sharingAffinity extractor of pool {pi.driver}/{pi.name} (slices "
                                  f"{', '.join(pi.metadata_slices)}) produced a non-empty value: "
@@ -464,11 +459,11 @@ class NodeAllocator:
             verdict = check_lock(st, keys, pending)
             if verdict is Lock.MISMATCH:
                 if pending is not None and st.status is AffinityStatus.CLEAN:
-                    self._reject(d, R.AFFINITY_LOCK_MISMATCH,
+                    self._reject(d, reasons.AFFINITY_LOCK_MISMATCH,
                                  lambda: f"device {d.id} is picked for another request of this pod with "
                                  f"affinity {dict(pending)}, request {alt.name} needs {dict(keys)}")
                 else:
-                    self._reject(d, R.AFFINITY_LOCK_MISMATCH,
+                    self._reject(d, reasons.AFFINITY_LOCK_MISMATCH,
                                  lambda: f"device {d.id} is locked to incompatible affinity values "
                                  f"{st.lock_dict()}; claim {claim.key} request {alt.name} "
                                  f"needs {dict(keys)}")
@@ -504,7 +499,7 @@ class NodeAllocator:
             plan = self._plan(d, alt)
             if isinstance(plan, str):
                 err = plan
-                self._reject(d, R.INVALID_CAPACITY_REQUEST,
+                self._reject(d, reasons.INVALID_CAPACITY_REQUEST,
                              lambda: f"device {d.id}: {err} (not part of allocationMode All)")
                 return False
             over = fits(d.limits, {}, plan.items())
@@ -513,7 +508,7 @@ class NodeAllocator:
                          if n not in d.capacity or d.capacity[n].value.value < q.value), None)
         if over is None:
             return True
-        self._reject(d, R.INSUFFICIENT_CAPACITY,
+        self._reject(d, reasons.INSUFFICIENT_CAPACITY,
                      lambda: f"device {d.id}: capacity {over} can never hold request {alt.name} "
                      "(not part of allocationMode All)")
         return False
@@ -535,7 +530,7 @@ class NodeAllocator:
                 code, f"claim {claim.key} request {alt.name}: {res.message}", self.node, d.id))
         if res.kind is not OutcomeKind.NO_KEYS:  # an outcome this allocator does not know: fail closed
             raise Abort(Result.ERROR, Reason(
-                R.AFFINITY_CEL_ERROR,
+                reasons.AFFINITY_CEL_ERROR,
                 f"unclassified extraction outcome {res.kind.value}: {res.message} "
                 f"(claim {claim.key}, request {alt.name}, device {d.id})", self.node, d.id))
 
@@ -548,7 +543,7 @@ class NodeAllocator:
             mine = _attribute(d, k.attribute)
             if mine is None:
                 missing = f"device {d.id} has no attribute {k.attribute} ({k.field} of claim {claim.key})"
-                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: missing)  # noqa: B023 (returns right after: the cell holds this value)
+                self._reject(d, reasons.CONSTRAINT_MISMATCH, lambda: missing)  # noqa: B023 (returns right after: the cell holds this value)
                 return False
             for s in self._p.shares:
                 if s.claim != claim.key:
@@ -567,7 +562,7 @@ class NodeAllocator:
                     text = (f"device {d.id}: attribute {k.attribute} ({mine[1]!r}) does not match "
                             f"{s.device.id} ({other[1] if other else None!r}) "
                             f"(matchAttribute of claim {claim.key})")
-                self._reject(d, R.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023 (returns right after: the cell holds this value)
+                self._reject(d, reasons.CONSTRAINT_MISMATCH, lambda: text)  # noqa: B023 (returns right after: the cell holds this value)
                 return False
         return True
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import AffinityKeys, PoolGate
 from dra_affinity.structured.model import DeviceInfo, PoolInfo
 from dra_affinity.structured.pools import Pool
@@ -62,7 +62,7 @@ class ExperimentHooks:
                    keys: AffinityKeys) -> PoolGate | None:
         if claim.key not in self.never_set_lock_claims:
             return None
-        return R.AFFINITY_NEVER_SET_LOCK, lambda: (
+        return reasons.AFFINITY_NEVER_SET_LOCK, lambda: (
             f"device {d.id} is clean and claim {claim.key} is NeverSetLock: "
             f"it may only join a device already locked to {dict(keys)}")
 

@@ -17,8 +17,6 @@ from fractions import Fraction
 from dra_affinity.api.quantity import Quantity
 from dra_affinity.structured.affinity import (
     CLEAN,
-    S_CLEAN,
-    S_LOCKED,
     AffinityKeys,
     AffinityState,
     AffinityStatus,
@@ -175,9 +173,9 @@ class AllocatedState:
             keys = share.keys
             # The two common cases here: joining the lock these very keys hold (keys are
             # shared tuples) changes nothing, and a clean device takes their lock.
-            if keys is not None and st.status is S_CLEAN:
+            if keys is not None and st.status is AffinityStatus.CLEAN:
                 self.affinity_states[device] = self._locked_state(keys)
-            elif keys is None or st.status is not S_LOCKED or st.locked_affinity is not keys:
+            elif keys is None or st.status is not AffinityStatus.LOCKED or st.locked_affinity is not keys:
                 self._fold(device, share, st)
         self._bump(device, lock_before, released=False)
 

@@ -27,8 +27,6 @@ class ContentCache:
 
     def __init__(self) -> None:
         self.results: dict[Hashable, ExtractionResult] = {}
-        # Bound C-level lookups: these run on every scheduling cycle.
-        self.get: Callable[[Hashable], ExtractionResult | None] = self.results.get
 
     @staticmethod
     def key(pool: PoolInfo, claim: ResourceClaim, request: str,
@@ -48,6 +46,9 @@ class ContentCache:
             return None
         # (A None key, parameters too unusual to share, is never stored: get gives None.)
         return self.get(_content_key(pool.driver, token, proj, claim, request, device_class))
+
+    def get(self, key: Hashable) -> ExtractionResult | None:
+        return self.results.get(key)
 
     def put(self, key: Hashable, result: ExtractionResult) -> None:
         if result.kind is not OutcomeKind.OK:

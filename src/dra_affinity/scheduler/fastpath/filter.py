@@ -12,10 +12,10 @@ fits, the caller runs the full scan for every node's reasons.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from typing import Any
 
 from dra_affinity.cel import OutcomeKind
-from dra_affinity.structured import reasons as R
+from dra_affinity.structured import reasons
 from dra_affinity.structured.model import DeviceInfo, NodeResult
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
@@ -26,8 +26,6 @@ from ..filter import AFFINITY, filter_node, rank_devices
 from . import FastPaths
 from .freeindex import FreeIndex
 from .nodeindex import NodeIndex, Verdicts
-
-_OK: Final = OutcomeKind.OK  # read every cycle: one global load
 
 
 class IndexedFilter:
@@ -164,7 +162,7 @@ class IndexedFilter:
         if self.cache.features.sharing_affinity:
             for pool in snap.extractor_pools():
                 res = cyc.memo(claim, alt, pool)
-                if res.kind is not _OK:
+                if res.kind is not OutcomeKind.OK:
                     keys = None  # let the allocator meet the outcome where a full scan would
                     break
                 keys.append(res.keys)  # type: ignore[union-attr]
@@ -185,9 +183,9 @@ class IndexedFilter:
 
 def _verdict_kind(codes: Sequence[str]) -> int:
     if len(codes) == 1:
-        if codes[0] in (R.AFFINITY_LOCK_MISMATCH, R.AFFINITY_UNRECONSTRUCTABLE):
+        if codes[0] in (reasons.AFFINITY_LOCK_MISMATCH, reasons.AFFINITY_UNRECONSTRUCTABLE):
             return Verdicts.LOCK
-        if codes[0] == R.INSUFFICIENT_CAPACITY:
+        if codes[0] == reasons.INSUFFICIENT_CAPACITY:
             return Verdicts.RELEASE
     return Verdicts.ANY
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from dra_affinity.structured.affinity import CLEAN as CLEAN_STATE
-from dra_affinity.structured.affinity import S_CLEAN, S_LOCKED, pool_gate
+from dra_affinity.structured.affinity import AffinityStatus, pool_gate
 from dra_affinity.structured.model import DeviceInfo
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
@@ -83,12 +83,12 @@ class FreeIndex:
             # Clean: any keys; Locked: its keys; Unreconstructable: nothing.
             lst = st.affinity_states.get(d.id, CLEAN_STATE)
             status = lst.status
-            if status is S_LOCKED:
+            if status is AffinityStatus.LOCKED:
                 lock = lst.locked_affinity
                 if lock:
                     return lock
                 return None if lock is None else CLEAN
-            if status is not S_CLEAN:
+            if status is not AffinityStatus.CLEAN:
                 return None  # Unreconstructable: takes nothing
         return CLEAN
 
