@@ -6,7 +6,7 @@ only once normal lookup has failed, but on CPython 3.11 its mere presence puts a
 wrapper in the type's attribute-lookup slot (``tp_getattro``), and the interpreter does
 not specialise attribute reads on such types: every ``claim.spec`` walks the generic
 path through the wrapper, about three times the cost of a specialised read
-(``benchmarks/attr_reads.py``; ``docs/decisions.md``, "Attribute reads of API
+(``docs/decisions.md``, "Attribute reads of API
 objects"). CPython 3.12 specialises these reads itself.
 
 So on CPython before 3.12, each API model class gets the generic lookup back in its

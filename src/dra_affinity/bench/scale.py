@@ -1,8 +1,8 @@
 """The size factor that scales a benchmark down, read from the environment.
 
 Documentation and CI run the documented large benchmark commands (``dra-affinity
-bench``, ``benchmarks/soak.py``, ``benchmarks/callgrind_split.py``) at a fraction of
-their size; each command says on stderr what it shrank."""
+bench``, ``benchmarks/soak.py``) at a fraction of their size; each command says on
+stderr what it shrank."""
 
 from __future__ import annotations
 
