@@ -179,7 +179,7 @@ def test_eval_without_sharing_affinity_is_an_input_error(tmp_path: Path) -> None
     s = write(tmp_path / "s.yaml", device_slice())
     c = write(tmp_path / "c.yaml", resource_claim())
     code, out = run("eval", "--slice", s, "--claim", c)
-    assert code == 2 and "no ResourceSlice with spec.sharingAffinity" in out
+    assert code == 2 and "no ResourceSlice declares sharing affinity" in out
 
 
 def test_unquoted_date_in_opaque_parameters_evaluates_and_validates(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from dra_affinity.structured import reasons
 from dra_affinity.structured.extraction import scoped_configs
 from dra_affinity.structured.pools import Pool, gather_pools
 from dra_affinity.validation.admission import validate_object
+from dra_affinity.validation.sharing_affinity import effective_slices, slice_extractors
 
 
 # ====================================================================== reading
@@ -139,9 +140,10 @@ def evaluate_extractors(slices: Sequence[ResourceSlice], claim: ResourceClaim,
                         request: str | None = None) -> dict[str, Any]:
     """What the scheduler would decide for each request of ``claim`` on each pool.
 
-    Slices are gathered into pools as the scheduler does (newest generation
-    only, completeness, validity); a pool that declares sharingAffinity in no
-    generation is left out. Per request, the pool's extractors run together
+    Slices are read as the scheduler reads them (extractors from
+    ``spec.sharingAffinity`` or the bridge annotation) and gathered into pools as
+    it does (newest generation only, completeness, validity); a pool that
+    declares sharingAffinity in no generation is left out. Per request, the pool's extractors run together
     through :func:`dra_affinity.cel.extract` (one budget for all, stopping
     at the first slice error): the verdict is its outcome, unless the pool
     itself withholds its shared devices. The rows show each evaluation that
@@ -149,15 +151,18 @@ def evaluate_extractors(slices: Sequence[ResourceSlice], claim: ResourceClaim,
     """
     class_map = {c.metadata.name: c for c in classes}
     requests = _claim_requests(claim, request)
-    declaring = {(s.spec.driver, s.spec.pool.name) for s in slices if s.spec.sharing_affinity}
+    read, _ = effective_slices(slices)
+    declaring = {(s.spec.driver, s.spec.pool.name) for s in read.slices
+                 if s.spec.sharing_affinity or s.metadata.name in read.problems}
     out: dict[str, Any] = {"claim": f"{claim.namespace}/{claim.name}", "pools": []}
-    for pid, pool in gather_pools(slices).items():
+    for pid, pool in gather_pools(read.slices, read.problems).items():
         if pid not in declaring:
             continue
         block = _pool_block(pool)
         pool_out: dict[str, Any] = {
             "driver": pool.driver, "pool": pool.name, "generation": pool.generation,
-            "metadataSlices": [s.metadata.name for s in pool.slices if s.spec.sharing_affinity],
+            "metadataSlices": [s.metadata.name for s in pool.slices
+                               if s.spec.sharing_affinity or s.metadata.name in read.problems],
             "problem": {"code": block[0], "message": block[1]} if block else None,
             "requests": [],
         }
@@ -246,7 +251,11 @@ def _validate_docs(docs: Sequence[Document]) -> list[Finding]:
                                         f"Duplicate value: also defined in {seen[k]}"))
                 continue
             seen[k] = f"{path} document {d.index}"
-            slices.append((d, obj))
+            # The extractors as the scheduler reads them; an unreadable annotation is
+            # reported here, once (its pool is not reported again for it).
+            read = slice_extractors(obj)
+            findings.extend(Finding(path, ref, fe.path, fe.message) for fe in read.errors)
+            slices.append((d, read.slice))
     for pid, pool in gather_pools([s for _, s in slices]).items():
         ref = f"pool {pid[0]}/{pid[1]}"
         src = ", ".join(sorted({d.source for d, s in slices

@@ -36,6 +36,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from conftest import ControlPlaneHandle
+from dra_affinity.validation.sharing_affinity import SHARING_AFFINITY_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 
@@ -210,10 +211,10 @@ def test_metadata_slice_without_devices_keeps_its_annotation(
     node, name = _name("node-meta"), _name("meta")
     body = _metadata_slice(name, node, node)
     annotation = json.dumps(SHARING_AFFINITY, sort_keys=True)
-    body["metadata"]["annotations"] = {"sharing.dra-affinity.io/sharing-affinity": annotation}
+    body["metadata"]["annotations"] = {SHARING_AFFINITY_ANNOTATION: annotation}
     api.create_resource_slice(body, field_validation="Strict")
     stored = api.read_resource_slice(name)
-    assert stored.metadata.annotations == {"sharing.dra-affinity.io/sharing-affinity": annotation}
+    assert stored.metadata.annotations == {SHARING_AFFINITY_ANNOTATION: annotation}
     assert not stored.spec.devices
     assert stored.spec.pool.resource_slice_count == 2
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dra_affinity.validation.sharing_affinity import ANNOTATION_PATH
 from kube.live import (
     Live,
     World,
@@ -115,7 +116,7 @@ def test_invalid_annotation_fails_closed(control_plane: Any, live: Live, ns: str
 
     cond = wait_until(diagnosed, 60, "PodScheduled=False")[0]
     assert "AffinityInvalidPool" in cond["message"]
-    assert "spec.sharingAffinity[0].name" in cond["message"], cond["message"]  # the real problem
+    assert f"{ANNOTATION_PATH}[0].name" in cond["message"], cond["message"]  # the real problem
     assert live.node_of(ns, "a") is None
     slice_events = wait_until(
         lambda: [e for e in live.events("default", f"{w.nodes[0]}-meta")

@@ -108,7 +108,7 @@ def _pool_reason(*slices: dict) -> str | None:
     (EXTRACTORS, [{"name": "vlan", "expression": "object.vlan"}], "disagree"),
     ("[{not json", None, "not JSON"),
     ('{"name": "subnet"}', None, "must be a JSON list"),
-    ([{"name": "Bad_Name", "expression": '"x"'}], None, "spec.sharingAffinity[0].name"),
+    ([{"name": "Bad_Name", "expression": '"x"'}], None, "extractors][0].name"),
     ([{"name": "subnet", "expression": "1"}], None, "must return string"),
     ([{"name": "subnet", "expression": '"x"', "extra": 1}], None, "unknown field"),
     ([{"name": "a", "expression": '"x"'}, {"name": "a", "expression": '"y"'}], None, "Duplicate"),

@@ -49,6 +49,7 @@ def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[s
     """
     from dra_affinity.api.resource import DeviceClass, ResourceSlice
     from dra_affinity.tools import claim_from, evaluate_extractors, load_one
+    from dra_affinity.validation.sharing_affinity import SHARING_AFFINITY_ANNOTATION
 
     try:
         slices = [s for f in slice_files for s in load_one(f, ResourceSlice)]
@@ -56,12 +57,13 @@ def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[s
         claim = claim_from(claim_file, claim_name)
     except ManifestError as e:
         _fail_input(e)
-    if not any(s.spec.sharing_affinity for s in slices):  # type: ignore[attr-defined]
-        _fail_input(f"{', '.join(slice_files)}: no ResourceSlice with spec.sharingAffinity")
     try:
         out = evaluate_extractors(slices, claim, classes, request)  # type: ignore[arg-type]
     except ValueError as e:
         _fail_input(f"{claim_file}: {e}")
+    if not out["pools"]:
+        _fail_input(f"{', '.join(slice_files)}: no ResourceSlice declares sharing affinity "
+                    f"(spec.sharingAffinity or the annotation {SHARING_AFFINITY_ANNOTATION})")
     ok = all(r["outcome"] == "OK" for p in out["pools"] for r in p["requests"])
     if output == "json":
         click.echo(_dump(out))

@@ -16,15 +16,14 @@ so a PUT never erases a field this project does not model.
 
 ``spec.sharingAffinity`` (KEP-5981) is stored by no released API server. Until
 it is, a pool's device-less metadata slice can carry the same JSON list in the
-annotation :data:`SHARING_AFFINITY_ANNOTATION`; :func:`bridge_sharing_affinity`
-merges it into the slice's spec, validated by the project's own admission
-rules. Field and annotation disagreeing, or an annotation that does not parse
-or validate, makes the pool invalid (fail closed) rather than picking one.
+annotation :data:`SHARING_AFFINITY_ANNOTATION`. Every ResourceSlice read goes
+through :func:`dra_affinity.validation.sharing_affinity.slice_extractors`, the
+one reading of field or annotation that the offline commands use too; what it
+finds wrong is :attr:`Converted.problem` (the pool is made invalid, fail closed).
 """
 
 from __future__ import annotations
 
-import json
 import types
 import typing
 from collections.abc import Mapping
@@ -42,18 +41,16 @@ from dra_affinity.api.resource import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from dra_affinity.validation.sharing_affinity import SHARING_AFFINITY_ANNOTATION, slice_extractors
 
 __all__ = [
     "KIND_MODELS",
     "SHARING_AFFINITY_ANNOTATION",
     "ConversionError",
     "Converted",
-    "bridge_sharing_affinity",
     "object_key",
     "to_model",
 ]
-
-SHARING_AFFINITY_ANNOTATION = "sharing-affinity.dra-affinity.io/extractors"
 
 KIND_MODELS: dict[str, type[TypedObject]] = {
     "Node": Node,
@@ -87,7 +84,7 @@ class Converted:
 
     model: TypedObject
     dropped: list[str] = field(default_factory=list)
-    problem: str | None = None  # a bridge problem (the pool is made invalid)
+    problem: str | None = None  # unreadable sharing-affinity extractors (the pool is made invalid)
 
 
 def object_key(kind: str, raw: Mapping[str, Any]) -> str:
@@ -102,7 +99,8 @@ def object_key(kind: str, raw: Mapping[str, Any]) -> str:
 def to_model(kind: str, raw: Mapping[str, Any]) -> Converted:
     """Project a server object onto its model and validate it.
 
-    ResourceSlices also go through the sharingAffinity bridge."""
+    A ResourceSlice comes with the extractors the scheduler reads from it (field or
+    annotation, :func:`~dra_affinity.validation.sharing_affinity.slice_extractors`)."""
     model = KIND_MODELS.get(kind)
     if model is None:
         raise ConversionError(f"unsupported kind {kind!r}")
@@ -111,9 +109,6 @@ def to_model(kind: str, raw: Mapping[str, Any]) -> Converted:
     data = dict(raw)
     data.setdefault("apiVersion", API_VERSIONS[kind])
     data.setdefault("kind", kind)
-    problem: str | None = None
-    if kind == "ResourceSlice":
-        data, problem = bridge_sharing_affinity(data)
     projected = _project(model, data, "", dropped)
     try:
         obj = model.model_validate(projected)
@@ -122,7 +117,10 @@ def to_model(kind: str, raw: Mapping[str, Any]) -> Converted:
         raise ConversionError(f"{ref}: {detail}") from None
     except RecursionError:
         raise ConversionError(f"{ref}: object nested too deeply") from None
-    return Converted(obj, dropped, problem)
+    if isinstance(obj, ResourceSlice):
+        read = slice_extractors(obj)
+        return Converted(read.slice, dropped, read.problem)
+    return Converted(obj, dropped)
 
 
 # ---------------------------------------------------------------------------- projection
@@ -176,77 +174,3 @@ def _project_value(ann: Any, value: Any, path: str, dropped: list[str]) -> Any:
         item = args[1] if len(args) == 2 else Any
         return {k: _project_value(item, v, f"{path}{k}.", dropped) for k, v in value.items()}
     return value
-
-
-# ---------------------------------------------------------------------------- bridge
-def bridge_sharing_affinity(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The slice with ``spec.sharingAffinity`` taken from the field or the annotation.
-
-    Returns the (copied) JSON and a problem, if any. With a problem the spec
-    carries no ``sharingAffinity`` at all (neither the field nor the annotation can
-    be trusted); the view reports the slice in ``slice_problems()``, which makes the
-    pool invalid for sharing affinity (its multi-allocatable devices fail closed),
-    and logs the problem and sends it as an event."""
-    data = dict(raw)
-    meta = data.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    spec = dict(data.get("spec") or {})
-    data["spec"] = spec
-    text = annotations.get(SHARING_AFFINITY_ANNOTATION) if isinstance(annotations, Mapping) else None
-    if text is None:
-        return data, None
-    name = meta.get("name", "")
-    where = f"ResourceSlice {name}: annotation {SHARING_AFFINITY_ANNOTATION}"
-    problem = _annotation_problem(data, text, where)
-    if problem is None:
-        from_annotation = json.loads(text)
-        from_field = spec.get("sharingAffinity")
-        if from_field is not None and _normalized(from_field) != _normalized(from_annotation):
-            problem = (f"{where} and spec.sharingAffinity disagree "
-                       f"({_short(from_annotation)} vs {_short(from_field)})")
-        else:
-            spec["sharingAffinity"] = from_annotation
-            return data, None
-    spec.pop("sharingAffinity", None)
-    return data, problem
-
-
-def _normalized(entries: Any) -> Any:
-    if not isinstance(entries, list):
-        return entries
-    return [{"name": e.get("name"), "expression": e.get("expression")} if isinstance(e, Mapping) else e
-            for e in entries]
-
-
-def _short(value: Any) -> str:
-    s = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return s if len(s) <= 200 else s[:197] + "..."
-
-
-def _annotation_problem(data: Mapping[str, Any], text: Any, where: str) -> str | None:
-    """Why the annotation cannot be used, or None: JSON list of {name, expression}
-    that passes the same admission rules as ``spec.sharingAffinity``."""
-    from dra_affinity.validation.admission import validate_resource_slice
-
-    if not isinstance(text, str):
-        return f"{where}: must be a string"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        return f"{where}: not JSON: {e.msg} at line {e.lineno} column {e.colno}"
-    if not isinstance(value, list):
-        return f"{where}: must be a JSON list of {{name, expression}}, got {type(value).__name__}"
-    probe = {**data, "spec": {**data["spec"], "sharingAffinity": value}}
-    dropped: list[str] = []
-    try:
-        slice_ = ResourceSlice.model_validate(_project(ResourceSlice, probe, "", dropped))
-    except ValidationError as e:
-        errs = validation_errors(e, ResourceSlice)
-        return f"{where}: " + "; ".join(err.render() for err in errs)
-    bad = [d for d in dropped if d.startswith("spec.sharingAffinity")]
-    if bad:
-        return f"{where}: unknown field(s) {', '.join(bad)}"
-    errs = [e for e in validate_resource_slice(slice_) if "sharingAffinity" in e.render()]
-    if errs:
-        return f"{where}: " + "; ".join(e.render() for e in errs)
-    return None

@@ -32,6 +32,11 @@ from dra_affinity.scheduler.build import replaced
 from dra_affinity.scheduler.view import Listener, WriteConflict
 from dra_affinity.sim.store import DEFAULT_HOT, ObjectStore
 from dra_affinity.validation.apiserver import admit
+from dra_affinity.validation.sharing_affinity import (
+    EffectiveSlices,
+    SliceExtractors,
+    effective_slices,
+)
 
 T = TypeVar("T", bound=TypedObject)
 
@@ -90,6 +95,9 @@ class Cluster:
         self.listeners: list[Listener] = []
         self._resource_version = 0
         self.generation = 0  # bumps on every change; lets readers cache views
+        # The slices as the scheduler reads them, at a generation; per slice, the last reading.
+        self._slices_read: tuple[int, EffectiveSlices] | None = None
+        self._slices_memo: dict[str, tuple[ResourceSlice, SliceExtractors]] = {}
 
     # ------------------------------------------------------------------ reads
     def get(self, kind: str, key: str) -> TypedObject | None:
@@ -106,7 +114,9 @@ class Cluster:
         return len(self._objects[kind])
 
     def slices(self) -> list[ResourceSlice]:
-        return [s for s in self._objects["ResourceSlice"].values() if isinstance(s, ResourceSlice)]
+        """The slices as the scheduler reads them: ``spec.sharingAffinity`` from the field
+        or the bridge annotation (:func:`~dra_affinity.validation.sharing_affinity.slice_extractors`)."""
+        return self._effective_slices().slices
 
     def claims(self) -> list[ResourceClaim]:
         return [c for c in self._objects["ResourceClaim"].values() if isinstance(c, ResourceClaim)]
@@ -134,8 +144,16 @@ class Cluster:
         return [p for p in self._objects["Pod"].values() if isinstance(p, Pod)]
 
     def slice_problems(self) -> dict[str, str]:
-        """None here: admission refuses a slice whose ``sharingAffinity`` does not validate."""
-        return {}
+        """Slices whose bridge annotation does not validate (admission refuses a bad field,
+        but, as on a real API server, not a bad annotation)."""
+        return self._effective_slices().problems
+
+    def _effective_slices(self) -> EffectiveSlices:
+        if self._slices_read is None or self._slices_read[0] != self.generation:
+            stored = [s for s in self._objects["ResourceSlice"].values() if isinstance(s, ResourceSlice)]
+            read, self._slices_memo = effective_slices(stored, self._slices_memo)
+            self._slices_read = (self.generation, read)
+        return self._slices_read[1]
 
     def subscribe(self, listener: Listener) -> None:
         self.listeners.append(listener)

@@ -111,7 +111,7 @@ def _slice_spec(spec: ResourceSliceSpec, old: ResourceSliceSpec | None, path: Pa
         errs += _counter_set(cs, counters.index(i))
     errs += _unique(spec.shared_counters, lambda c: c.name, counters, "name")
 
-    errs += _sharing_affinity(spec, old, at((path, "sharingAffinity")))
+    errs += validate_sharing_affinity(spec, old, at((path, "sharingAffinity")))
     return errs
 
 
@@ -385,8 +385,13 @@ def _taint(taint: DeviceTaint, path: Path) -> Errors:
     return errs
 
 
-def _sharing_affinity(spec: ResourceSliceSpec, old: ResourceSliceSpec | None, path: Path) -> Errors:
+def validate_sharing_affinity(spec: ResourceSliceSpec, old: ResourceSliceSpec | None,
+                              path: Path) -> Errors:
     """KEP-5981: at most 8 uniquely named extractors, metadata slices only, bounded CEL.
+
+    ``path`` is where the list is written: ``spec.sharingAffinity``, or the annotation
+    that carries it on servers that do not store the field
+    (:mod:`dra_affinity.validation.sharing_affinity`).
 
     An entry whose (name, expression) pair is also in the stored object is not
     re-checked for length, compilation or result type; the combined cost check
