@@ -20,6 +20,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
+from dra_affinity.api import podclaims
 from dra_affinity.features import Features
 from dra_affinity.scheduler import build, reserve
 from dra_affinity.scheduler.fastpath import FastPaths
@@ -39,7 +40,7 @@ def _lines(fn: object) -> tuple[str, range]:
 
 # Code that builds the API objects the store keeps (counted with the store, not here).
 API_BUILDERS = [_lines(f) for f in (reserve.claim_statuses, reserve.allocation_config,
-                                    reserve.reserve_ref, reserve.allocation_rows,
+                                    podclaims.reservation, reserve.allocation_rows,
                                     build.built, build.replaced)]
 
 

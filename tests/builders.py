@@ -14,6 +14,7 @@ from dra_affinity.api.resource import (
 from dra_affinity.features import Features
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
+from dra_affinity.sim.faults import Failure, Fault, FaultInjectingView
 
 DRIVER = "networking.example.com"
 SLOTS = f"{DRIVER}/slots"
@@ -102,7 +103,8 @@ def claim(name: str, *params: dict[str, Any] | None, requests: list[dict[str, An
 
 
 def pod(name: str, claims: list[str] | None = None, *, node: str | None = None,
-        templates: dict[str, str] | None = None, node_selector: dict[str, str] | None = None) -> Pod:
+        templates: dict[str, str] | None = None, node_selector: dict[str, str] | None = None,
+        uid: str | None = None) -> Pod:
     rcs: list[dict[str, Any]] = [{"name": f"c{i}", "resourceClaimName": c}
                                  for i, c in enumerate(claims if claims is not None else [f"{name}-nic"])]
     for pc, t in (templates or {}).items():
@@ -112,8 +114,10 @@ def pod(name: str, claims: list[str] | None = None, *, node: str | None = None,
         spec["nodeName"] = node
     if node_selector:
         spec["nodeSelector"] = node_selector
-    return Pod.model_validate({"apiVersion": "v1", "kind": "Pod",
-                               "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if uid:
+        meta["uid"] = uid
+    return Pod.model_validate({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 
 
 def template(name: str, params: dict[str, Any]) -> ResourceClaimTemplate:
@@ -133,7 +137,9 @@ class Env:
         for o in objs:
             self.apply(o)
         self.gates = Features.parse(scheduler=gates)
-        self.scheduler = Scheduler(self.cluster, self.gates)
+        # The scheduler's port: failures are injected here (env.view.fail(...)).
+        self.view = FaultInjectingView(self.cluster)
+        self.scheduler = Scheduler(self.view, self.gates)
         self.scheduler.start()
 
     def apply(self, obj: Any) -> Any:
@@ -145,13 +151,18 @@ class Env:
         self.scheduler.stop()
         if gates is not None:
             self.gates = Features.parse(scheduler=gates)
-        self.scheduler = Scheduler(self.cluster, self.gates, metrics=self.scheduler.metrics,
+        self.scheduler = Scheduler(self.view, self.gates, metrics=self.scheduler.metrics,
                                    recorder=self.scheduler.recorder)
         self.scheduler.start()
         return self.scheduler
 
-    def schedule(self, name: str, **kw: Any) -> Any:
-        return self.scheduler.schedule(f"default/{name}", **kw)
+    def schedule(self, name: str, fail: tuple[str, Fault] | None = None) -> Any:
+        """One attempt; ``fail``: the write (``claim``, ``bind``) refused with the fault."""
+        if fail is not None:
+            write, fault = fail
+            obj = f"default/{name}" if write == "bind" else f"default/{name}-nic"
+            self.view.fail(write, obj, Failure(fault))
+        return self.scheduler.schedule(f"default/{name}")
 
     def add_pod(self, name: str, *params: dict[str, Any] | None, **kw: Any) -> None:
         self.apply(claim(f"{name}-nic", *params, **{k: v for k, v in kw.items() if k in ("slots", "requests", "config")}))

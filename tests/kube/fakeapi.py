@@ -6,7 +6,9 @@ counter, optimistic concurrency (a PUT with a stale resourceVersion is 409), the
 (status kept), ``binding`` for pods, ``generateName``, merge patches, lists with
 ``limit``/``continue``, ``fieldSelector`` terms ``spec.F=V`` / ``status.F!=V``, and watches
 replayed from a history (410 Gone below the compaction point). Hooks let a test
-inject a concurrent write or a failure before a given request.
+inject a concurrent write or a failure before a given request, and :meth:`FakeApi.fail`
+fails chosen requests as a real server or network does: 409, 422, 500, a timeout or
+a reset connection, the last two after the request was carried out or before.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class FakeApi:
         self.requests: list[tuple[str, str]] = []
         # (method, path suffix) -> callable run before the request; may raise ApiError.
         self.before: dict[tuple[str, str], list[Callable[[], None]]] = {}
+        # (method, path suffix) -> [(fault, applied)] (see fail())
+        self.failures: dict[tuple[str, str], list[tuple[str, bool] | None]] = {}
+        # (method, path, fault) of every failure injected
+        self.injected: list[tuple[str, str, str]] = []
         self._names = itertools.count(1)
         self.lock = threading.RLock()  # reflector threads and the loop share the fake
 
@@ -60,6 +66,17 @@ class FakeApi:
     def on(self, method: str, suffix: str, fn: Callable[[], None]) -> None:
         self.before.setdefault((method, suffix), []).append(fn)
 
+    def fail(self, method: str, suffix: str, fault: str, *, applied: bool = False,
+             times: int = 1, after: int = 0) -> None:
+        """Fail ``times`` requests ``method`` of a path ending in ``suffix``, after letting
+        ``after`` of them pass: ``conflict`` (409), ``invalid`` (422), ``server-error``
+        (500), ``timeout`` or ``reset`` (no answer: status 0, as the client reports a
+        transport failure). ``applied``: the request is carried out before the answer
+        is lost."""
+        planned = self.failures.setdefault((method, suffix), [])
+        planned.extend([None] * after)
+        planned.extend([(fault, applied)] * times)
+
     def compact(self) -> None:
         self.compacted = self.rv
 
@@ -68,7 +85,20 @@ class FakeApi:
                 query: Mapping[str, str] | None = None, content_type: str = "application/json",
                 timeout: float | None = None) -> Any:
         with self.lock:
-            return self._request(method, path, body, query)
+            failure = self._failure(method, path)
+            if failure is None:
+                return self._request(method, path, body, query)
+            fault, applied = failure
+            self.injected.append((method, path, fault))
+            if applied:
+                self._request(method, path, body, query)
+            raise _FAULTS[fault]
+
+    def _failure(self, method: str, path: str) -> tuple[str, bool] | None:
+        for (m, suffix), planned in self.failures.items():
+            if m == method and path.endswith(suffix) and planned:
+                return planned.pop(0)  # None: this one passes
+        return None
 
     def _request(self, method: str, path: str, body: Any, query: Mapping[str, str] | None) -> Any:
         self.requests.append((method, path))
@@ -202,6 +232,17 @@ class FakeApi:
         if typ == "DELETED":
             self.rv += 1
         self.history.append((self.rv, kind, typ, copy.deepcopy(obj)))
+
+
+_FAULTS = {
+    "conflict": ApiError(409, "Conflict", "the object has been modified; please apply your "
+                         "changes to the latest version and try again"),
+    "invalid": ApiError(422, "Invalid", "the request is invalid"),
+    "server-error": ApiError(500, "InternalError", "etcdserver: request timed out"),
+    "timeout": ApiError(0, "ReadTimeoutError", "Read timed out. (read timeout=30.0)"),
+    "reset": ApiError(0, "ProtocolError", "('Connection aborted.', ConnectionResetError(104, "
+                      "'Connection reset by peer'))"),
+}
 
 
 def _selected(obj: Mapping[str, Any], selector: str | None) -> bool:

@@ -23,6 +23,7 @@ from builders import (
 from dra_affinity.observe.metrics import COMPATIBLE_REUSE, LOCK_CONFLICT, NO_KEYS
 from dra_affinity.scheduler import reserve as reserve_module
 from dra_affinity.scheduler.cycle import CycleState
+from dra_affinity.sim.faults import Fault
 from dra_affinity.structured import reasons
 from dra_affinity.structured.model import Result
 from dra_affinity.structured.state import Share
@@ -260,7 +261,7 @@ def test_unreserve_rolls_back() -> None:
     env = one_node(["eth1"])
     env.add_pod("a", nic_params("subnet-X"))
     env.add_pod("b", nic_params("subnet-Y"))
-    a = env.schedule("a", fail_bind=True)
+    a = env.schedule("a", fail=("bind", Fault.CONFLICT))
     assert a.result is Result.UNSCHEDULABLE and codes(a) == [reasons.BIND_FAILED]
     assert env.status(ETH1) == ("Clean", {})
     assert not env.scheduler.state.is_allocated(ETH1)
@@ -276,7 +277,7 @@ def test_unreserve_keeps_lock_of_other_holders() -> None:
     env.add_pod("a", nic_params("subnet-X"))
     env.add_pod("b", nic_params("subnet-X"))
     env.schedule("a")
-    env.schedule("b", fail_bind=True)
+    env.schedule("b", fail=("bind", Fault.CONFLICT))
     assert env.status(ETH1) == ("Locked", {"subnet": "subnet-X"})
     assert [s.claim for s in env.scheduler.state.shares(ETH1)] == ["default/a-nic"]
 
@@ -375,14 +376,6 @@ def test_lock_cleared_when_last_claim_leaves() -> None:
     assert env.status(ETH1) == ("Locked", {"subnet": "subnet-Y"})
 
 
-def test_prepare_failure_keeps_lock() -> None:
-    """NodePrepareResources failure does not clear lock."""
-    env = one_node(["eth1"])
-    env.add_pod("a", nic_params("subnet-X"))
-    a = env.schedule("a", fail_prepare=True)
-    assert a.result is Result.SCHEDULED
-    assert env.status(ETH1) == ("Locked", {"subnet": "subnet-X"})
-    assert any(e.reason == "FailedPrepareDynamicResources" for e in env.scheduler.recorder.events)
 
 
 def test_exclusive_device_not_gated() -> None:

@@ -33,7 +33,7 @@ def allocated(name: str, params: dict[str, Any] | None, device: str = "eth1", no
         "shareID": f"0000000{n}-0000-4000-8000-000000000000",
         "consumedCapacity": {f"{DRIVER}/slots": "1"}}]}},
         "reservedFor": [{"resource": "pods", "name": name, "uid": f"uid-{name}"}]}
-    return [claim(f"{name}-nic", params, status=status), pod(name, node=node)]
+    return [claim(f"{name}-nic", params, status=status), pod(name, node=node, uid=f"uid-{name}")]
 
 
 def test_restart_reconstructs_locks() -> None:
@@ -205,7 +205,7 @@ def test_driver_backstop_permissive() -> None:
     env.add_pod("a", nic_params("subnet-X"))
     env.add_pod("b", nic_params("subnet-Y"))
     assert env.schedule("a").result is Result.SCHEDULED
-    b = env.schedule("b", fail_prepare=True)
+    b = env.schedule("b")  # the driver would refuse it at NodePrepareResources
     assert b.result is Result.SCHEDULED and [x["device"] for x in b.allocations] == [ETH1]
 
 

@@ -59,8 +59,9 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class KubeRecorder(Recorder):
-    """Events go to the API server (from the loop thread, after each attempt); scheduler
-    warnings go to the log. Nothing accumulates in memory in a long-running process."""
+    """Events go to the API server (queued by the loop thread after each attempt, sent
+    by the events thread); scheduler warnings go to the log. Nothing accumulates in
+    memory in a long-running process."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -235,11 +236,8 @@ class SchedulerProcess:
         waited = self.queue.waited(key)
         t0 = time.perf_counter()
         with self.core_lock:
-            self.view.begin_cycle()
             attempt = self.scheduler.schedule(key)
             pod = self.view.pod(key)
-            if attempt.result is not Result.SCHEDULED and pod is not None:
-                self.view.resync_claims(pod)
         dt = time.perf_counter() - t0
         result = attempt.result.value
         self.attempt_seconds.labels(result).observe(dt)
@@ -258,7 +256,8 @@ class SchedulerProcess:
             fields["retryIn"] = self.queue.failed(key)
             fields["reasons"] = [r.code for r in attempt.reasons]
             fields["message"] = attempt.message
-            log.info("unschedulable", extra={"fields": fields})
+            log.info("unschedulable" if attempt.result is not Result.ERROR else "error",
+                     extra={"fields": fields})
             self.view.set_unschedulable(
                 pod, "SchedulerError" if attempt.result is Result.ERROR else "Unschedulable",
                 attempt.message)

@@ -5,18 +5,22 @@ thread applies (:meth:`KubeView.apply`); models are built with
 :func:`.convert.to_model` and the server's JSON is kept beside them, so writes
 start from what the server sent (no field this project does not model is lost).
 
-Writes follow kube-scheduler's DynamicResources plugin:
+Writes follow kube-scheduler's DynamicResources plugin, each a minimal write of
+the fields the scheduler owns, with the resourceVersion read as precondition:
 
 * PreBind (:meth:`write_claim_status`): the ``resource.kubernetes.io/delete-protection``
-  finalizer first (a plain update), then one status update setting
-  ``status.allocation`` (when this cycle allocates) and appending the pod to
-  ``status.reservedFor``, both with the resourceVersion read as precondition. On a
-  conflict the claim is read again and the write retried, unless it is now
-  allocated differently (elsewhere): that is a :class:`WriteConflict`.
-* Bind (:meth:`bind_pod`): a POST of the pod's ``binding`` subresource. When it
-  fails, the claims this cycle wrote are rolled back (Unreserve): the pod's
-  reservation is removed and an allocation this cycle made is cleared (with its
-  finalizer), so no lock stays behind for a pod that never ran.
+  finalizer first, then a merge patch of ``status`` setting ``status.allocation``
+  (when this cycle allocates) and appending the pod to ``status.reservedFor``.
+  On a conflict the claim is read again and the write retried, unless it is now
+  allocated (elsewhere): that is a :class:`WriteConflict`.
+* Bind (:meth:`bind_pod`): a POST of the pod's ``binding`` subresource.
+* Unreserve (:meth:`unreserve_claim`): what one attempt's PreBind stored is
+  undone, and nothing another writer stored (see the method).
+
+Every write leaves through :meth:`KubeView._write`, which refuses it unless this
+replica may write at that moment (``may_write``: it leads, within its renew
+deadline). API errors become the port's :class:`WriteConflict` (a lost race) or
+:class:`WriteFailed` (refused, or no answer: then ``maybe_applied``).
 
 An assume cache holds what this process wrote until the watch echoes it (the
 informer's copy reaches that resourceVersion): the next cycle must see its own
@@ -34,8 +38,9 @@ from typing import Any
 
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.meta import TypedObject
-from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
-from dra_affinity.scheduler.view import Listener, WriteConflict
+from dra_affinity.api.podclaims import PODS, claim_key
+from dra_affinity.api.resource import RESERVED_FOR_MAX, DeviceClass, ResourceClaim, ResourceSlice
+from dra_affinity.scheduler.view import Listener, WriteConflict, WriteFailed
 
 from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
 from .convert import ConversionError, object_key, to_model
@@ -46,7 +51,6 @@ log = logging.getLogger("dra_affinity.kube.view")
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 WATCHED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
 MAX_WRITE_ATTEMPTS = 5
-MAX_RESERVED_FOR = 256
 # The example taint of nodes whose pools declare sharing affinity (deploy/affinity-pools.yaml).
 AFFINITY_POOLS_TAINT = "dra-affinity.io/affinity-pools"
 
@@ -68,22 +72,19 @@ class _Entry:
     model: TypedObject
 
 
-@dataclass
-class _Written:
-    """A claim PreBind wrote this cycle (what Unreserve has to undo)."""
-
-    key: str
-    pod_uid: str
-    pod_name: str
-    allocated: bool
+class LeadershipLost(WriteFailed):
+    """A write refused before it was sent: this replica no longer leads (fencing)."""
 
 
 class KubeView:
     """A :class:`~dra_affinity.scheduler.view.ClusterView` over a real API server."""
 
     def __init__(self, api: Api, *, on_problem: Callable[[str, str, str], None] | None = None,
-                 tolerated_taints: Iterable[str] = (AFFINITY_POOLS_TAINT,)) -> None:
+                 tolerated_taints: Iterable[str] = (AFFINITY_POOLS_TAINT,),
+                 may_write: Callable[[], bool] | None = None) -> None:
         self.api = api
+        # Whether this replica may write now (leader election's fence); None: always.
+        self.may_write = may_write
         # Taints every pod of this scheduler tolerates (see node()).
         self.tolerated_taints = frozenset(tolerated_taints)
         self._node_views: dict[str, tuple[Node, Node]] = {}
@@ -96,7 +97,6 @@ class KubeView:
         self._slices: list[ResourceSlice] | None = None
         self._claims: list[ResourceClaim] | None = None
         self._classes: dict[str, DeviceClass] | None = None
-        self._cycle: list[_Written] = []
         self._dropped_seen: set[tuple[str, str]] = set()
         self._problems_seen: dict[str, str] = {}
         # Slice name -> why its sharingAffinity bridge could not be read (slice_problems()).
@@ -336,8 +336,6 @@ class KubeView:
 
     def missing_claims(self, pod: Pod) -> list[str]:
         """The pod's claims not in the cache yet (a template's claim not created yet)."""
-        from dra_affinity.scheduler.cycle import claim_name
-
         out = []
         for prc in pod.spec.resource_claims:
             if prc.resource_claim_template_name and not any(
@@ -345,189 +343,209 @@ class KubeView:
                     for st in pod.status.get("resourceClaimStatuses") or ()):
                 out.append(f"{pod.namespace}/<{prc.name} from {prc.resource_claim_template_name}>")
                 continue
-            key = f"{pod.namespace}/{claim_name(pod, prc)}"
+            key = claim_key(pod, prc)
             if self.claim(key) is None:
                 out.append(key)
         return out
 
-    def resync_claims(self, pod: Pod) -> None:
-        """Tell listeners every claim of the pod as the cluster has it now: after a failed
-        attempt, a cache that recorded writes that never happened is set right."""
-        from dra_affinity.scheduler.cycle import claim_name
-
-        for prc in pod.spec.resource_claims:
-            key = f"{pod.namespace}/{claim_name(pod, prc)}"
-            cur = self.claim(key)
-            for li in list(self.listeners):
-                li.on_change("ResourceClaim", cur, cur)
+    # ================================================================== every write
+    def _write(self, method: str, path: str, *, body: Any, content_type: str = "application/json",
+               what: str) -> Any:
+        """Every write leaves through here: refused unless this replica may write now
+        (it holds the Lease within its renew deadline), checked just before the request."""
+        if self.may_write is not None and not self.may_write():
+            raise LeadershipLost(f"{what}: not written, this replica no longer leads")
+        return self.api.request(method, path, body=body, content_type=content_type)
 
     # ================================================================== PreBind
-    def begin_cycle(self) -> None:
-        """A new attempt: forget the previous one's writes (they were bound or undone)."""
-        self._cycle = []
-
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
         key = f"{claim.namespace}/{claim.name}"
         cached = self.claim(key)
         if cached is None:
-            self._fail_cycle()
             raise WriteConflict(f"claim {key} was deleted")
-        have = {(r.resource, r.name, r.uid) for r in cached.status.reserved_for}
-        added = [r for r in claim.status.reserved_for if (r.resource, r.name, r.uid) not in have]
+        have = {r.uid for r in cached.status.reserved_for if r.uid}
+        added = [r for r in claim.status.reserved_for if r.uid not in have]
         allocating = claim.status.allocation is not None and cached.status.allocation is None
         want = claim.status.allocation.to_dict() if claim.status.allocation is not None else None
         seen = cached.status.allocation.to_dict() if cached.status.allocation is not None else None
-        pod_ref = added[0] if added else None
         raw = self.raw("ResourceClaim", key)
         assert raw is not None
-        try:
-            for attempt in range(MAX_WRITE_ATTEMPTS):
-                if attempt:
-                    raw = self._get("ResourceClaim", claim.name, claim.namespace)
-                    if raw is None:
-                        raise WriteConflict(f"claim {key} was deleted")
-                    self._assume("ResourceClaim", key, raw)  # newer than the informer's copy
-                raw = copy.deepcopy(raw)
-                status = dict(raw.get("status") or {})
-                cur_alloc = status.get("allocation")
-                if allocating and cur_alloc is not None and not _same_allocation(cur_alloc, want):
-                    raise WriteConflict(f"claim {key} was allocated elsewhere since Filter")
-                if not allocating and not _same_allocation(cur_alloc, seen):
-                    raise WriteConflict(f"claim {key} was deallocated or reallocated since Filter")
-                if (raw.get("metadata") or {}).get("deletionTimestamp"):
-                    raise WriteConflict(f"claim {key} is being deleted")
-                try:
-                    if want is not None:
-                        raw = self._ensure_finalizer(raw, claim)
-                    reserved = list((raw.get("status") or {}).get("reservedFor") or [])
-                    names = {(r.get("resource"), r.get("name"), r.get("uid")) for r in reserved}
-                    for r in added:
-                        if (r.resource, r.name, r.uid) not in names:
-                            reserved.append(r.to_dict())
-                    if len(reserved) > MAX_RESERVED_FOR:
-                        raise WriteConflict(f"claim {key} is already reserved for "
-                                            f"{len(reserved) - 1} consumers")
-                    patch: dict[str, Any] = {"reservedFor": reserved}
-                    if allocating:
-                        patch["allocation"] = want
-                    stored = self._patch(claim.namespace, claim.name, raw, status=patch)
-                except ApiError as e:
-                    if e.conflict:
-                        continue
-                    if e.not_found:
-                        raise WriteConflict(f"claim {key} was deleted") from None
-                    raise WriteConflict(f"writing claim {key}: {e}") from None
-                model = self._assume("ResourceClaim", key, stored)
-                if pod_ref is not None:
-                    self._cycle.append(_Written(key, pod_ref.uid, pod_ref.name, allocating))
-                if not isinstance(model, ResourceClaim):
-                    raise WriteConflict(f"claim {key} as stored cannot be read back")
-                return model
-            raise WriteConflict(f"claim {key}: still conflicting after {MAX_WRITE_ATTEMPTS} attempts")
-        except WriteConflict:
-            self._fail_cycle()
-            current = self.claim(key)
-            for li in list(self.listeners):
-                li.on_change("ResourceClaim", claim, current)
-            raise
+        touched = False  # something of this call's may be stored (the finalizer, say)
+        for attempt in range(MAX_WRITE_ATTEMPTS):
+            if attempt:
+                raw = self._read("ResourceClaim", claim.name, claim.namespace,
+                                 maybe_applied=touched)
+                if raw is None:
+                    raise WriteConflict(f"claim {key} was deleted")
+                self._assume("ResourceClaim", key, raw)  # newer than the informer's copy
+            status = raw.get("status") or {}
+            cur_alloc = status.get("allocation")
+            if allocating and cur_alloc is not None:
+                raise WriteConflict(f"claim {key} was allocated elsewhere since Filter",
+                                    maybe_applied=touched)
+            if not allocating and not _same_allocation(cur_alloc, seen):
+                raise WriteConflict(f"claim {key} was deallocated or reallocated since Filter",
+                                    maybe_applied=touched)
+            if (raw.get("metadata") or {}).get("deletionTimestamp"):
+                raise WriteConflict(f"claim {key} is being deleted", maybe_applied=touched)
+            reserved = list(status.get("reservedFor") or [])
+            uids = {r.get("uid") for r in reserved}
+            reserved += [r.to_dict() for r in added if r.uid not in uids]
+            if len(reserved) > RESERVED_FOR_MAX:
+                raise WriteConflict(f"claim {key} is already reserved for "
+                                    f"{len(reserved) - 1} consumers", maybe_applied=touched)
+            try:
+                if want is not None and DELETE_PROTECTION not in _finalizers(raw):
+                    raw = self._set_finalizers(raw, [*_finalizers(raw), DELETE_PROTECTION])
+                    touched = True
+                patch: dict[str, Any] = {"reservedFor": reserved}
+                if allocating:
+                    patch["allocation"] = want
+                stored = self._patch_status(raw, patch)
+            except ApiError as e:
+                if e.conflict:
+                    continue
+                if e.not_found:
+                    raise WriteConflict(f"claim {key} was deleted") from None
+                raise WriteFailed(f"writing claim {key}: {e}",
+                                  maybe_applied=touched or _answer_lost(e)) from None
+            model = self._assume("ResourceClaim", key, stored)
+            if not isinstance(model, ResourceClaim):
+                raise WriteFailed(f"claim {key} as stored cannot be read back", maybe_applied=True)
+            return model
+        raise WriteConflict(f"claim {key}: still conflicting after {MAX_WRITE_ATTEMPTS} attempts",
+                            maybe_applied=touched)
 
-    def _ensure_finalizer(self, raw: dict[str, Any], claim: ResourceClaim) -> dict[str, Any]:
-        finalizers = list((raw.get("metadata") or {}).get("finalizers") or [])
-        if DELETE_PROTECTION in finalizers:
-            return raw
-        return self._patch(claim.namespace, claim.name, raw,
-                           finalizers=[*finalizers, DELETE_PROTECTION])
-
-    def _patch(self, namespace: str, name: str, raw: Mapping[str, Any], *,
-               status: Mapping[str, Any] | None = None,
-               finalizers: list[str] | None = None) -> dict[str, Any]:
-        """A merge patch carrying the resourceVersion read (so it is a compare-and-swap:
-        409 when the claim changed). Patches, not updates: a PUT would send the spec
-        back, and the server compares opaque parameters byte for byte, so a claim whose
-        parameters were written with other JSON spacing would look modified (422)."""
-        meta: dict[str, Any] = {"resourceVersion": (raw.get("metadata") or {}).get("resourceVersion")}
-        body: dict[str, Any] = {"metadata": meta}
-        if finalizers is not None:
-            meta["finalizers"] = finalizers
-        if status is not None:
-            body["status"] = dict(status)
-        res = RESOURCES["ResourceClaim"]
-        stored: dict[str, Any] = self.api.request(
-            "PATCH", res.item(name, namespace, "status" if status is not None else ""),
-            body=body, content_type=MERGE_PATCH)
+    def _set_finalizers(self, raw: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
+        """The claim's finalizers, on the resourceVersion read (409 when it changed)."""
+        meta = raw.get("metadata") or {}
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                             "finalizers": finalizers}}
+        stored: dict[str, Any] = self._write(
+            "PATCH", RESOURCES["ResourceClaim"].item(meta.get("name", ""), meta.get("namespace")),
+            body=body, content_type=MERGE_PATCH, what=f"finalizers of claim {meta.get('name')}")
         stored.setdefault("kind", "ResourceClaim")
         return stored
 
-    def _get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+    def _patch_status(self, raw: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+        """A merge patch of ``status`` carrying the resourceVersion read, so it is a
+        compare-and-swap (409 when the claim changed). Only status is sent: never the
+        spec, which the server compares byte for byte with what it stores."""
+        meta = raw.get("metadata") or {}
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": dict(status)}
+        stored: dict[str, Any] = self._write(
+            "PATCH", RESOURCES["ResourceClaim"].item(meta.get("name", ""), meta.get("namespace"),
+                                                     "status"),
+            body=body, content_type=MERGE_PATCH, what=f"status of claim {meta.get('name')}")
+        stored.setdefault("kind", "ResourceClaim")
+        return stored
+
+    def _read(self, kind: str, name: str, namespace: str | None, *,
+              maybe_applied: bool = False) -> dict[str, Any] | None:
+        """A quorum read of one object (None: not found); WriteFailed when unreachable."""
         res = RESOURCES[kind]
         try:
             got: dict[str, Any] = self.api.request("GET", res.item(name, namespace))
         except ApiError as e:
             if e.not_found:
                 return None
-            raise WriteConflict(f"reading {kind} {namespace}/{name}: {e}") from None
+            raise WriteFailed(f"reading {kind} {namespace}/{name}: {e}",
+                              maybe_applied=maybe_applied) from None
         got.setdefault("kind", kind)
         return got
 
-    # ================================================================== Bind / Unreserve
+    def read_claim(self, key: str) -> ResourceClaim | None:
+        ns, name = key.split("/", 1)
+        raw = self._read("ResourceClaim", name, ns)
+        if raw is None:
+            return None
+        model = self._assume("ResourceClaim", key, raw)
+        return model if isinstance(model, ResourceClaim) else None
+
+    # ================================================================== Bind
     def bind_pod(self, pod: Pod, node: str) -> None:
+        """POST ``pods/binding`` with the pod's UID as precondition. A lost answer or a
+        409 is settled by reading the pod: bound to this node is success (an earlier
+        answer of ours was lost); unreadable, it may be bound (``maybe_applied``)."""
         key = f"{pod.namespace}/{pod.name}"
         body = {"apiVersion": "v1", "kind": "Binding",
                 "metadata": {"name": pod.name, "namespace": pod.namespace,
                              **({"uid": pod.metadata.uid} if pod.metadata.uid else {})},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            self.api.request("POST", RESOURCES["Pod"].item(pod.name, pod.namespace, "binding"),
-                             body=body)
+            self._write("POST", RESOURCES["Pod"].item(pod.name, pod.namespace, "binding"),
+                        body=body, what=f"binding of pod {key}")
         except ApiError as e:
-            self._fail_cycle()
-            raise WriteConflict(f"binding pod {key}: {e}") from None
-        self._cycle = []
+            if e.not_found:
+                raise WriteConflict(f"pod {key} was deleted") from None
+            if not (e.conflict or _answer_lost(e)):
+                raise WriteFailed(f"{e}") from None
+            self._settle_binding(pod, node, e)
         raw = copy.deepcopy(self.raw("Pod", key) or pod.to_dict())
         raw.setdefault("spec", {})["nodeName"] = node
         self._assume("Pod", key, raw)
 
-    def _fail_cycle(self) -> None:
-        """Unreserve: undo this cycle's claim writes on the server."""
-        written, self._cycle = self._cycle, []
-        for w in reversed(written):
-            try:
-                self._unreserve_claim(w)
-            except (ApiError, WriteConflict) as e:
-                # The pod is not bound; the resourceclaim controller drops a reservation
-                # for a pod that no longer exists, and restart reconstructs locks.
-                log.warning("unreserve of claim %s for pod %s failed: %s", w.key, w.pod_name, e)
+    def _settle_binding(self, pod: Pod, node: str, e: ApiError) -> None:
+        """After a binding that failed with a conflict or a lost answer: return when the
+        pod is bound to ``node``; raise what the scheduler must know otherwise."""
+        key = f"{pod.namespace}/{pod.name}"
+        try:
+            cur = self._read("Pod", pod.name, pod.namespace)
+        except WriteFailed as unread:
+            raise WriteFailed(f"{e}; the pod cannot be read back ({unread})",
+                              maybe_applied=True) from None
+        if cur is None or (pod.metadata.uid and
+                           (cur.get("metadata") or {}).get("uid") != pod.metadata.uid):
+            raise WriteConflict(f"pod {key} was deleted") from None
+        bound = (cur.get("spec") or {}).get("nodeName")
+        if bound == node:
+            return
+        if bound:
+            raise WriteConflict(f"pod {key} is already assigned to node {bound}") from None
+        if e.conflict:
+            raise WriteConflict(f"{e}") from None
+        raise WriteFailed(f"{e}") from None
 
-    def _unreserve_claim(self, w: _Written) -> None:
-        ns, name = w.key.split("/", 1)
+    # ================================================================== Unreserve
+    def unreserve_claim(self, written: ResourceClaim, pod: Pod, *,
+                        allocated: bool) -> ResourceClaim | None:
+        """Read the claim; remove the pod's reservation (by UID); clear the allocation
+        only when ``allocated`` and the server holds exactly ``written``'s with no other
+        consumer; drop the delete-protection finalizer from a claim left unallocated.
+        Each write on the resourceVersion read (a 409 reads again)."""
+        key = f"{written.namespace}/{written.name}"
+        mine = written.status.allocation.to_dict() if written.status.allocation is not None else None
+        uid = pod.metadata.uid or ""
         for _ in range(MAX_WRITE_ATTEMPTS):
-            raw = self._get("ResourceClaim", name, ns)
+            raw = self._read("ResourceClaim", written.name, written.namespace, maybe_applied=True)
             if raw is None:
-                return
-            reserved = [r for r in (raw.get("status") or {}).get("reservedFor") or []
-                        if not (r.get("resource") == "pods" and r.get("name") == w.pod_name
-                                and (not w.pod_uid or r.get("uid") == w.pod_uid))]
-            deallocate = w.allocated and not reserved
-            patch: dict[str, Any] = {"reservedFor": reserved or None}
-            if deallocate:
+                return None
+            status = raw.get("status") or {}
+            before = list(status.get("reservedFor") or [])
+            reserved = [r for r in before if not (r.get("resource") == PODS and r.get("uid") == uid)]
+            patch: dict[str, Any] = {}
+            if len(reserved) != len(before):
+                patch["reservedFor"] = reserved or None
+            alloc = status.get("allocation")
+            if allocated and not reserved and alloc is not None and _same_allocation(alloc, mine):
                 patch["allocation"] = None
+                alloc = None
             try:
-                stored = self._patch(ns, name, raw, status=patch)
-                if deallocate:
-                    fins = list((stored.get("metadata") or {}).get("finalizers") or [])
-                    if DELETE_PROTECTION in fins:
-                        stored = self._patch(ns, name, stored,
-                                             finalizers=[f for f in fins if f != DELETE_PROTECTION])
+                if patch:
+                    raw = self._patch_status(raw, patch)
+                if alloc is None and DELETE_PROTECTION in _finalizers(raw):
+                    raw = self._set_finalizers(
+                        raw, [f for f in _finalizers(raw) if f != DELETE_PROTECTION])
             except ApiError as e:
                 if e.conflict:
                     continue
                 if e.not_found:
-                    return
-                raise
-            stored.setdefault("kind", "ResourceClaim")
-            self._assume("ResourceClaim", w.key, stored)
-            return
-        raise WriteConflict(f"claim {w.key}: still conflicting after {MAX_WRITE_ATTEMPTS} attempts")
+                    return None
+                raise WriteFailed(f"unreserving claim {key}: {e}", maybe_applied=True) from None
+            model = self._assume("ResourceClaim", key, raw)
+            return model if isinstance(model, ResourceClaim) else None
+        raise WriteFailed(f"unreserving claim {key}: still conflicting after "
+                          f"{MAX_WRITE_ATTEMPTS} attempts", maybe_applied=True)
 
     # ================================================================== status and events
     def set_unschedulable(self, pod: Pod, reason: str, message: str) -> None:
@@ -537,9 +555,10 @@ class KubeView:
                 "message": message[:32 * 1024], "lastProbeTime": None, "lastTransitionTime": now}
         body = {"status": {"conditions": [cond]}}
         try:
-            self.api.request("PATCH", RESOURCES["Pod"].item(pod.name, pod.namespace, "status"),
-                             body=body, content_type=STRATEGIC_MERGE_PATCH)
-        except ApiError as e:
+            self._write("PATCH", RESOURCES["Pod"].item(pod.name, pod.namespace, "status"),
+                        body=body, content_type=STRATEGIC_MERGE_PATCH,
+                        what=f"PodScheduled of pod {pod.namespace}/{pod.name}")
+        except (ApiError, LeadershipLost) as e:
             log.info("pod %s/%s: cannot set PodScheduled=False: %s", pod.namespace, pod.name, e)
 
     def post_event(self, *, namespace: str, involved: Mapping[str, Any], type_: str, reason: str,
@@ -556,9 +575,19 @@ class KubeView:
             "firstTimestamp": now[:19] + "Z", "lastTimestamp": now[:19] + "Z", "count": 1,
         }
         try:
-            self.api.request("POST", RESOURCES["Event"].collection(namespace), body=body)
-        except ApiError as e:
+            self._write("POST", RESOURCES["Event"].collection(namespace), body=body,
+                        what=f"event {reason}")
+        except (ApiError, LeadershipLost) as e:
             log.info("event %s for %s not recorded: %s", reason, involved.get("name"), e)
+
+
+def _finalizers(raw: Mapping[str, Any]) -> list[str]:
+    return list((raw.get("metadata") or {}).get("finalizers") or [])
+
+
+def _answer_lost(e: ApiError) -> bool:
+    """No answer, or a server error: the request may have been carried out."""
+    return e.status == 0 or e.status >= 500
 
 
 def _same_allocation(a: Any, b: Any) -> bool:

@@ -5,7 +5,9 @@ One value per scheduler, shared by every phase: :attr:`state` is the
 and reconstruction, read by Filter), :meth:`snapshot` the slices and nodes as
 the allocator sees them (rebuilt lazily after a slice, node or class change),
 and :attr:`recorded` which devices each claim holds in the cache, so a claim
-update can be applied as a difference.
+update can be applied as a difference. :attr:`in_flight` names the claims a
+binding cycle is writing: the cycle decides what the cache holds for them when it
+ends, so the cluster's notifications of them meanwhile are not applied.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class SchedulerCache:
     state: AllocatedState = field(default_factory=AllocatedState)
     # claim key -> the results this cache holds for it
     recorded: dict[str, list[ResultTuple]] = field(default_factory=dict)
+    # claim key -> the pod whose binding cycle is writing it (see .binding)
+    in_flight: dict[str, str] = field(default_factory=dict)
     # Pools as of the last reconciliation (to see whose extractors changed).
     reconciled_pools: dict[PoolID, PoolInfo] = field(default_factory=dict)
     _snapshot: Snapshot | None = None
@@ -86,6 +90,7 @@ class SchedulerCache:
         """Drop every allocation and lock (restart)."""
         self.state = AllocatedState()
         self.recorded.clear()
+        self.in_flight.clear()
 
     def selector_matches(self, expr: str, d: DeviceInfo, claim: ClaimSpec, alt: RequestSpec) -> bool:
         """A DeviceClass or request CEL selector on a device; a selector that fails to

@@ -13,8 +13,9 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_affinity.api.core import Pod, PodResourceClaim
-from dra_affinity.api.resource import DeviceClass, ResourceClaim
+from dra_affinity.api.core import Pod
+from dra_affinity.api.podclaims import claim_name, reserved_for_others
+from dra_affinity.api.resource import RESERVED_FOR_MAX, DeviceClass, ResourceClaim
 from dra_affinity.features import Features
 from dra_affinity.structured import reasons
 from dra_affinity.structured.allocator import Counters
@@ -25,9 +26,6 @@ from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 
 from .nodefit import NO_PLACEMENT, PlacementError, PodPlacement, placement_of
 from .view import ClusterView
-
-# Upstream's limit on ResourceClaim.status.reservedFor.
-MAX_RESERVED_FOR = 256
 
 
 @dataclass
@@ -68,6 +66,11 @@ class CycleState:
     # the choice only if any of them changed since (another pod's Reserve in between).
     filtered_on: tuple[object, object, int] | None = None
 
+    @property
+    def allocating(self) -> frozenset[str]:
+        """Keys of the claims this cycle allocates (the others are allocated already)."""
+        return frozenset(c.key for c in self.to_allocate)
+
     def __post_init__(self) -> None:
         if len(self.to_allocate) != 1 or self.allocated:
             return
@@ -77,19 +80,6 @@ class CycleState:
         alts = c.requests[0].alternatives
         if len(alts) == 1 and not alts[0].all_devices and alts[0].count == 1:
             self.single = (c, alts[0])
-
-
-def claim_name(pod: Pod, prc: PodResourceClaim) -> str:
-    """The claim a pod's ``resourceClaims`` entry refers to: the named claim, or for a
-    template the claim the resourceclaim controller recorded in the pod's
-    ``status.resourceClaimStatuses`` (``<pod>-<entry>`` when it recorded none, as the
-    embedded cluster's controller names them)."""
-    if prc.resource_claim_name:
-        return prc.resource_claim_name
-    for st in pod.status.get("resourceClaimStatuses") or ():
-        if isinstance(st, dict) and st.get("name") == prc.name and st.get("resourceClaimName"):
-            return str(st["resourceClaimName"])
-    return f"{pod.name}-{prc.name}"
 
 
 def prefilter(view: ClusterView, features: Features, pod: Pod,
@@ -118,8 +108,8 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
     for c in claims:
         ckey = f"{c.namespace}/{c.name}"
         if c.status.allocation is not None:
-            others = [r for r in c.status.reserved_for if not (r.resource == "pods" and r.name == pod.name)]
-            if len(others) >= MAX_RESERVED_FOR:
+            others = reserved_for_others(c, pod)
+            if len(others) >= RESERVED_FOR_MAX:
                 raise Abort(Result.UNSCHEDULABLE, Reason(
                     reasons.CLAIM_IN_USE, f"claim {ckey} is already reserved for {len(others)} consumers"))
             allocated.append(c)

@@ -75,12 +75,18 @@ class Reconstructor:
         cache.reconciled_pools = dict(snap.pools)
 
     def sync_claim(self, old: TypedObject | None, new: TypedObject | None) -> None:
-        """A claim changed in the cluster: apply the difference to the cache."""
+        """A claim changed in the cluster: apply the difference to the cache, unless a
+        binding cycle is writing it (that cycle accounts it when it ends)."""
         obj = new if new is not None else old
         if obj is None:
             return
         key = f"{obj.namespace}/{obj.name}"
-        claim = new if isinstance(new, ResourceClaim) else None
+        if key in self.cache.in_flight:
+            return
+        self.account(key, new if isinstance(new, ResourceClaim) else None)
+
+    def account(self, key: str, claim: ResourceClaim | None) -> None:
+        """Make the cache hold ``claim``'s allocation as given (None: the claim is gone)."""
         want = result_tuples(claim)
         have = self.cache.recorded.get(key, [])
         if want == have or sorted(want, key=str) == sorted(have, key=str):
@@ -242,10 +248,7 @@ class Reconstructor:
                 (pending or current.status is not AffinityStatus.UNRECONSTRUCTABLE):
             self.recorder.warn(f"device {did} marked Unreconstructable: {derived.reason}", device=did)
         self.pending.discard(did)
-        u = state.usage.get(did)
-        if u is not None:
-            u.shares = rebuilt
-        state.set_affinity(did, derived)
+        state.rederive(did, rebuilt, derived)
 
 
 def _window(did: str, info: DeviceInfo | None, snap: Snapshot) -> str | None:

@@ -1,12 +1,14 @@
-"""Reserve, Unreserve, PreBind and Bind.
+"""Reserve, and the claims PreBind writes.
 
 Reserve re-checks what Filter chose against the live cache (capacity, and the
 lock rule for the keys Filter extracted: no second CEL pass) and records the
-pod's shares as tentative, atomically: a conflict records nothing. Unreserve
-removes only this pod's tentative shares, so a failed bind leaves no ghost
-lock. PreBind writes each claim's ``status.allocation`` and
-``status.reservedFor`` (the allocation result as upstream's allocator records
-it: results, then configs FromClass before FromClaim); Bind binds the pod.
+pod's shares as tentative, atomically: a conflict records nothing.
+:func:`unreserve_shares` removes exactly those tentative shares again.
+:func:`claim_statuses` is what PreBind writes: each claim's ``status.reservedFor``
+with the pod, and ``status.allocation`` for a claim this cycle allocates (the
+allocation result as upstream's allocator records it: results, then configs
+FromClass before FromClaim). The writes themselves, Bind and the rollback of
+both are in :mod:`.binding`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dra_affinity.api.core import Pod
+from dra_affinity.api.podclaims import is_reserved_for, reservation
 from dra_affinity.api.resource import (
     AllocationResult,
     DeviceAllocationConfiguration,
@@ -22,7 +24,6 @@ from dra_affinity.api.resource import (
     DeviceClass,
     DeviceRequestAllocationResult,
     ResourceClaim,
-    ResourceClaimConsumerReference,
 )
 from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import (
@@ -139,32 +140,32 @@ def _recheck(state: AllocatedState, snap: Snapshot, node: str,
     return None
 
 
-def unreserve(state: AllocatedState, cyc: CycleState) -> None:
+def unreserve_shares(state: AllocatedState, cyc: CycleState) -> None:
+    """Take out exactly the tentative shares this cycle's Reserve recorded."""
     assert cyc.chosen is not None
     for s in cyc.chosen.shares:
         state.remove(s.device.id, s.claim, s.request, tentative_only=True)
 
 
-def reserve_ref(pod: Pod) -> ResourceClaimConsumerReference:
-    return built(ResourceClaimConsumerReference, resource="pods", name=pod.metadata.name,
-                 uid=pod.metadata.uid or "")
-
-
 def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, DeviceClass],
-                   node: str) -> list[ResourceClaim]:
-    """The pod's claims as PreBind writes them: reserved for the pod, and the ones this
-    cycle allocated with their allocation results."""
+                   node: str) -> tuple[list[ResourceClaim], frozenset[str]]:
+    """The pod's claims as PreBind wants them: reserved for the pod, and the ones this
+    cycle allocates with their allocation results; and the keys of those that change
+    (a claim already allocated and reserved for this pod needs no write)."""
     assert cyc.chosen is not None
     by_claim: dict[str, list[PlannedShare]] = {}
     for s in cyc.chosen.shares:
         by_claim.setdefault(s.claim, []).append(s)
     written: list[ResourceClaim] = []
+    changes: set[str] = set()
     for c in cyc.claims:
         ckey = f"{c.namespace}/{c.name}"
         reserved = list(c.status.reserved_for)
-        if not any(r.resource == "pods" and r.name == cyc.pod.name for r in reserved):
-            reserved.append(reserve_ref(cyc.pod))
+        if not is_reserved_for(c, cyc.pod):
+            reserved.append(reservation(cyc.pod))
+            changes.add(ckey)
         if ckey in by_claim and c.status.allocation is None:
+            changes.add(ckey)
             shares = by_claim[ckey]
             # Every part is valid already (names from admitted slices and claims, amounts
             # from the allocator's plan): assembled without validating again.
@@ -182,7 +183,7 @@ def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, Device
         else:
             status = replaced(c.status, reserved_for=reserved)
         written.append(replaced(c, status=status))
-    return written
+    return written, frozenset(changes)
 
 
 def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],

@@ -9,15 +9,20 @@ module with one job, reading the per-cycle state PreFilter wrote:
 * :mod:`.filter`: Filter (the pure per-node allocator, node by node) and Score;
   :mod:`.fastpath` finds the same node with less work;
 * :mod:`.reserve`: Reserve re-checks Filter's keys against the live cache and
-  records tentative shares and locks atomically; Unreserve removes only this
-  pod's; PreBind writes the claims, Bind the pod;
+  records tentative shares and locks atomically;
+* :mod:`.binding`: PreBind writes the claims, Bind the pod; only when both are
+  stored are the shares committed (assume after the API call); Unreserve takes
+  out exactly this cycle's shares and undoes on the server only what this
+  cycle wrote;
 * :mod:`.reconstruct`: AffinityStates rebuilt from bound claims on start, and
   re-derived when a pool's extractors change.
 
 The cluster is reached only through :class:`~dra_affinity.scheduler.view.ClusterView`.
 Errors are split as in the plugin: an :class:`~dra_affinity.structured.model.Abort`
 ends the attempt (an authoring error: Error, or UnschedulableAndUnresolvable);
-a node that does not fit only adds reasons (Unschedulable when none fits).
+a node that does not fit only adds reasons (Unschedulable when none fits); a
+write that lost a race is Unschedulable, one the API server refused or did not
+answer is an Error (both retried with backoff).
 """
 
 from __future__ import annotations
@@ -28,10 +33,10 @@ from typing import Any
 
 from dra_affinity.api.core import Pod
 from dra_affinity.api.meta import TypedObject
+from dra_affinity.api.podclaims import pod_claim_keys, reserved_for_others
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import (
-    COMPATIBLE_REUSE,
     EVALUATIONS,
     LOCK_CONFLICT,
     NO_KEYS,
@@ -45,23 +50,17 @@ from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState, Share
 
+from .binding import Binding, begin, bind, commit, prebind, unreserve
 from .cache import SchedulerCache
-from .cycle import Attempt, CycleState, claim_name, prefilter
+from .cycle import Attempt, CycleState, prefilter
 from .fastpath import FastPaths
 from .fastpath.contentkey import ContentCache
 from .fastpath.filter import IndexedFilter
 from .filter import FIRSTFIT, SCORING, filter_node, full_scan
 from .nodefit import NodeUsage
 from .reconstruct import Reconstructor
-from .reserve import (
-    allocation_rows,
-    claim_statuses,
-    refresh_claims,
-    reserve,
-    result_tuples,
-    unreserve,
-)
-from .view import ClusterView, WriteConflict
+from .reserve import allocation_rows, claim_statuses, refresh_claims, reserve
+from .view import ClusterView, WriteConflict, WriteError
 
 __all__ = ["RECENT_EVENTS", "Attempt", "Scheduler"]
 
@@ -101,6 +100,9 @@ class Scheduler:
         # what a hostile claim costs: its budget once, not once per retry; not a switch).
         self.outcomes: dict[Hashable, ExtractionResult] = {}
         self.last_filter_seconds = 0.0
+        # Claims whose state on the server an earlier failed write left unknown: they
+        # are accounted as that write asked, until a read of the server settles them.
+        self.unresolved: dict[str, None] = {}
         self._started = False
         view.subscribe(self)
 
@@ -145,18 +147,15 @@ class Scheduler:
             self._refresh_gauges()
 
     # ================================================================== entry points
-    def schedule(self, pod_key: str, *, fail_bind: bool = False, fail_prepare: bool = False) -> Attempt:
+    def schedule(self, pod_key: str) -> Attempt:
         """One scheduling attempt: PreFilter, Filter, Score, Reserve, PreBind, Bind."""
-        return self.schedule_concurrently([pod_key], fail_bind={pod_key} if fail_bind else set(),
-                                          fail_prepare={pod_key} if fail_prepare else set())[0]
+        return self.schedule_concurrently([pod_key])[0]
 
-    def schedule_concurrently(self, pod_keys: Sequence[str], *, fail_bind: set[str] | None = None,
-                              fail_prepare: set[str] | None = None) -> list[Attempt]:
+    def schedule_concurrently(self, pod_keys: Sequence[str]) -> list[Attempt]:
         """All pods Filter on one snapshot of the cache, then Reserve and Bind in order."""
         if not self._started:
             self.start()
-        fail_bind = fail_bind or set()
-        fail_prepare = fail_prepare or set()
+        self.resolve()
         cycles: list[CycleState | Attempt] = []
         for key in pod_keys:
             pod = self.view.pod(key)
@@ -167,6 +166,12 @@ class Scheduler:
                 continue
             if pod.spec.node_name:
                 cycles.append(self._already_bound(pod, key))
+                continue
+            unknown = [c for c in pod_claim_keys(pod) if c in self.unresolved]
+            if unknown:
+                cycles.append(self._error(key, Reason(
+                    reasons.BIND_FAILED, f"claim {unknown[0]}: the outcome of an earlier write is not "
+                    "known yet (the API server could not be read back); retrying")))
                 continue
             try:
                 cyc = prefilter(self.view, self.features, pod, self.extraction_cache, self.outcomes)
@@ -179,9 +184,20 @@ class Scheduler:
             if isinstance(item, Attempt):
                 out.append(item)
                 continue
-            out.append(self._finish(item, item.key in fail_bind, item.key in fail_prepare))
+            out.append(self._finish(item))
         self._refresh_gauges()
         return out
+
+    def resolve(self) -> None:
+        """Read back claims an earlier failed write left unknown, and account them as
+        the server has them (those still unreachable stay unresolved)."""
+        for key in list(self.unresolved):
+            try:
+                claim = self.view.read_claim(key)
+            except WriteError:
+                continue
+            del self.unresolved[key]
+            self.reconstructor.account(key, claim)
 
     # ================================================================== Filter and Score
     def _filter(self, cyc: CycleState, state: AllocatedState) -> None:
@@ -211,7 +227,8 @@ class Scheduler:
             cyc.counters = Counters()
 
     # ================================================================== Reserve .. Bind
-    def _finish(self, cyc: CycleState, fail_bind: bool, fail_prepare: bool) -> Attempt:
+    def _finish(self, cyc: CycleState) -> Attempt:
+        """Reserve, then the binding cycle; Unreserve when any step of it fails."""
         if cyc.chosen is None:
             msg = _summary(len(self.snapshot().nodes), cyc.node_reasons)
             return self._failed(cyc.key, [*cyc.node_reasons], msg)
@@ -219,52 +236,53 @@ class Scheduler:
         conflict = refresh_claims(self.view, cyc) or reserve(self.state, self.snapshot(), cyc)
         if conflict is not None:
             return self._failed(cyc.key, [conflict], f"Reserve failed on node {node}: {conflict.message}")
-        if fail_bind:
-            unreserve(self.state, cyc)
-            reason = Reason(reasons.BIND_FAILED, f"binding pod {cyc.key} to node {node} failed; "
-                            "tentative allocations and locks rolled back", node)
-            return self._failed(cyc.key, [reason], reason.message)
+        claims, changes = claim_statuses(cyc, self.snapshot(), self.view.classes(), node)
+        binding = Binding(cyc, node, claims, changes)
+        begin(self.cache, binding)
+        step = "PreBind"
         try:
-            rows = self._bind(cyc, node)
-        except WriteConflict as e:
-            unreserve(self.state, cyc)
-            reason = Reason(reasons.BIND_FAILED, f"binding pod {cyc.key} to node {node} failed: {e}; "
-                            "tentative allocations and locks rolled back", node)
-            return self._failed(cyc.key, [reason], reason.message)
+            prebind(self.view, binding)
+            step = "Bind"
+            bind(self.view, binding)
+        except WriteError as e:
+            return self._unreserve(binding, step, e)
+        commit(self.cache, self.metrics, binding)
         self.recorder.event(f"Pod {cyc.key}", "Normal", "Scheduled",
                             f"Successfully assigned {cyc.key} to {node}")
-        if fail_prepare:
-            self.recorder.event(f"Pod {cyc.key}", "Warning", "FailedPrepareDynamicResources",
-                                f"NodePrepareResources failed on node {node}; the allocation and "
-                                "affinity locks stay until the claims are deallocated")
-        return Attempt(cyc.key, Result.SCHEDULED, node, rows, [], f"assigned to {node}")
+        return Attempt(cyc.key, Result.SCHEDULED, node, binding.allocation_rows(), [],
+                       f"assigned to {node}")
 
-    def _bind(self, cyc: CycleState, node: str) -> list[dict[str, Any]]:
-        """PreBind (claim statuses) and Bind (the pod); the cache is updated first, so
-        the cluster's change notifications find it already in sync."""
-        assert cyc.chosen is not None
-        written = claim_statuses(cyc, self.snapshot(), self.view.classes(), node)
-        for c in written:
-            self.cache.recorded[f"{c.namespace}/{c.name}"] = result_tuples(c)
-        for s in cyc.chosen.shares:
-            self.state.commit(s.device.id, s.claim)
-            if s.reused_lock:
-                self.metrics.pending[COMPATIBLE_REUSE] += 1
-        out: list[dict[str, Any]] = []
-        for c in written:
-            self.view.write_claim_status(c)
-            out.extend(allocation_rows(c))
-        self.view.bind_pod(cyc.pod, node)
-        return out
+    def _unreserve(self, binding: Binding, step: str, e: WriteError) -> Attempt:
+        """A step of the binding cycle failed: Unreserve, and the attempt's outcome."""
+        unknown = unreserve(self.view, self.cache, self.reconstructor, binding)
+        self.unresolved.update(dict.fromkeys(unknown))
+        what = (f"binding pod {binding.key} to node {binding.node} failed" if step == "Bind"
+                else f"writing the claims of pod {binding.key} for node {binding.node} failed")
+        if binding.maybe_bound:
+            undone = "the pod may be bound; its claims are kept as written"
+        elif unknown:
+            undone = (f"this attempt's locks rolled back; claims {', '.join(sorted(unknown))} "
+                      "are kept as written until the API server can be read back")
+        else:
+            undone = "this attempt's allocations and locks rolled back"
+        reason = Reason(reasons.BIND_FAILED, f"{what}: {e}; {undone}", binding.node)
+        if isinstance(e, WriteConflict):
+            return self._failed(binding.key, [reason], reason.message)
+        return self._error(binding.key, reason)
 
     def _failed(self, key: str, why: list[Reason], msg: str) -> Attempt:
         self.recorder.event(f"Pod {key}", "Warning", "FailedScheduling", msg)
         return Attempt(key, Result.UNSCHEDULABLE, None, [], why, msg)
 
+    def _error(self, key: str, reason: Reason) -> Attempt:
+        """An error that is not the pod's (the API server's, say): retried with backoff."""
+        self.recorder.event(f"Pod {key}", "Warning", "FailedScheduling", reason.message)
+        return Attempt(key, Result.ERROR, None, [], [reason], reason.message)
+
     def _already_bound(self, pod: Pod, key: str) -> Attempt:
         rows: list[dict[str, Any]] = []
-        for prc in pod.spec.resource_claims:
-            c = self.view.claim(f"{pod.namespace}/{claim_name(pod, prc)}")
+        for ckey in pod_claim_keys(pod):
+            c = self.view.claim(ckey)
             if c is not None and c.status.allocation is not None:
                 rows.extend(allocation_rows(c))
         return Attempt(key, Result.SCHEDULED, pod.spec.node_name, rows, [],
@@ -296,13 +314,11 @@ class Scheduler:
         if pod is None:
             return []
         out: list[tuple[str, Share]] = []
-        for prc in pod.spec.resource_claims:
-            c = self.view.claim(f"{pod.namespace}/{claim_name(pod, prc)}")
+        for ckey in pod_claim_keys(pod):
+            c = self.view.claim(ckey)
             if c is None or c.status.allocation is None:
                 continue
-            others = [r for r in c.status.reserved_for
-                      if not (r.resource == "pods" and r.name == pod.name)]
-            if others:
+            if reserved_for_others(c, pod):
                 continue  # the claim stays allocated for its other consumers
             ckey = f"{c.namespace}/{c.name}"
             for did, _req, _sid in self.cache.recorded.get(ckey, []):

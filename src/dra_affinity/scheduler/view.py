@@ -5,7 +5,22 @@ simulator (:class:`dra_affinity.sim.cluster.Cluster`) implements this
 protocol over its in-memory store; a real-cluster implementation does it over
 informer caches and API calls. Like the kube-scheduler's listers, reads return
 the cache's current objects and must not be mutated; writes go through
-:meth:`write_claim_status` (PreBind) and :meth:`bind_pod` (Bind).
+:meth:`write_claim_status` (PreBind), :meth:`bind_pod` (Bind) and
+:meth:`unreserve_claim` (Unreserve).
+
+A write either succeeds (the server stored it) or raises one of two errors, and
+the scheduler's answer differs:
+
+* :class:`WriteConflict`: the write lost a race and was not stored (the object
+  changed, was allocated elsewhere, was deleted): the attempt is Unschedulable
+  and the pod is retried;
+* :class:`WriteFailed`: the API server refused or could not be reached (5xx,
+  timeout, connection reset, a rejected write, leadership lost): the attempt is
+  an Error with backoff. ``maybe_applied`` says the server may have stored it
+  anyway (the answer was lost): then the scheduler keeps accounting it.
+
+Failures are injected through this port in tests (a view that fails chosen
+writes), never through switches on the scheduler.
 """
 
 from __future__ import annotations
@@ -24,9 +39,25 @@ class Listener(Protocol):
     def on_change(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None: ...
 
 
-class WriteConflict(Exception):
-    """A write lost a race (the object changed, or was allocated elsewhere): the
-    attempt fails as unschedulable and the pod is retried."""
+class WriteError(Exception):
+    """A write of the scheduler's that did not (certainly) take effect.
+
+    ``maybe_applied``: part of it may be stored all the same (an answer was lost, or
+    a first step of it, such as a finalizer, was stored before the rest failed)."""
+
+    def __init__(self, message: str, *, maybe_applied: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
+
+
+class WriteConflict(WriteError):
+    """A write lost a race (the object changed, was allocated elsewhere, or is gone):
+    the attempt fails as unschedulable and the pod is retried."""
+
+
+class WriteFailed(WriteError):
+    """The API server refused the write or could not be reached (a 5xx, a timeout, a
+    reset connection, a rejected write): an error, retried with backoff."""
 
 
 class ClusterView(Protocol):
@@ -73,12 +104,30 @@ class ClusterView(Protocol):
 
     def unsubscribe(self, listener: Listener) -> None: ...
 
-    # ---- writes
+    # ---- writes (each raises WriteConflict or WriteFailed)
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
-        """Store a claim's status (allocation, reservedFor); returns it as stored.
-        Raises :class:`WriteConflict` when the claim changed since it was read."""
+        """PreBind: store a claim's ``status.allocation`` and ``status.reservedFor`` as
+        ``claim`` has them, on the resourceVersion ``claim`` was read at (the claim's
+        ``delete-protection`` finalizer first, where the cluster keeps one); returns the
+        claim as stored. :class:`WriteConflict` when it changed since it was read."""
         ...
 
     def bind_pod(self, pod: Pod, node: str) -> None:
-        """Bind the pod to the node (the pods/binding subresource)."""
+        """Bind: bind this pod (by UID) to the node (the ``pods/binding`` subresource)."""
+        ...
+
+    def unreserve_claim(self, written: ResourceClaim, pod: Pod, *,
+                        allocated: bool) -> ResourceClaim | None:
+        """Unreserve: undo on the server what one attempt's :meth:`write_claim_status`
+        of ``written`` stored (or may have), and nothing else: the pod's reservation
+        (by UID) and, when ``allocated`` (the attempt set the allocation), the
+        allocation too if the server still holds exactly ``written``'s and no other
+        consumer reserved the claim since. Returns the claim as the server has it
+        afterwards (None: deleted). :class:`WriteFailed` when that cannot be known."""
+        ...
+
+    def read_claim(self, key: str) -> ResourceClaim | None:
+        """The server's current copy of a claim (a quorum read, not the cache): how the
+        outcome of a write whose answer was lost is learnt. The listers return it (or
+        something newer) from then on. :class:`WriteFailed` when unreachable."""
         ...

@@ -21,6 +21,11 @@ from pydantic import BaseModel
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.io import FieldError
 from dra_affinity.api.meta import TypedObject
+from dra_affinity.api.podclaims import (
+    claim_key,
+    generated_claim_name,
+    reserved_for_others,
+)
 from dra_affinity.api.resource import (
     DeviceClass,
     ResourceClaim,
@@ -255,7 +260,7 @@ class Cluster:
             tmpl = self._objects["ResourceClaimTemplate"].get(f"{ns}/{prc.resource_claim_template_name}")
             if not isinstance(tmpl, ResourceClaimTemplate):
                 continue  # the pod stays pending until the template exists
-            name = f"{pod.metadata.name}-{prc.name}"
+            name = generated_claim_name(pod, prc)
             if f"{ns}/{name}" in self._objects["ResourceClaim"]:
                 continue
             claim = ResourceClaim.model_validate({
@@ -317,16 +322,13 @@ class Cluster:
         return old
 
     def _after_pod_deleted(self, pod: Pod) -> None:
-        ns = pod.metadata.namespace or "default"
         for prc in pod.spec.resource_claims:
-            name = prc.resource_claim_name or f"{pod.metadata.name}-{prc.name}"
-            key = f"{ns}/{name}"
+            key = claim_key(pod, prc)
             claim = self.claim(key)
             if claim is None:
                 continue
-            reserved = [r for r in claim.status.reserved_for
-                        if not (r.resource == "pods" and r.name == pod.metadata.name)]
-            owned = any(o.kind == "Pod" and o.name == pod.metadata.name
+            reserved = reserved_for_others(claim, pod)
+            owned = any(o.kind == "Pod" and o.uid == pod.metadata.uid
                         for o in claim.metadata.owner_references)
             if owned and prc.resource_claim_template_name:
                 self.delete("ResourceClaim", key)
@@ -353,7 +355,41 @@ class Cluster:
         return stored
 
     def bind_pod(self, pod: Pod, node: str) -> None:
-        self.replace(replaced(pod, spec=replaced(pod.spec, node_name=node)))
+        """``pods/binding``: refused (a conflict) for a pod that is gone, is another pod
+        of the same name, or is bound already."""
+        key = object_key(pod)
+        current = self.pod(key)
+        if current is None or (pod.metadata.uid and current.metadata.uid != pod.metadata.uid):
+            raise WriteConflict(f"pod {key} was deleted")
+        if current.spec.node_name:
+            raise WriteConflict(f"pod {key} is already assigned to node {current.spec.node_name}")
+        self.replace(replaced(current, spec=replaced(current.spec, node_name=node)))
+
+    def unreserve_claim(self, written: ResourceClaim, pod: Pod, *,
+                        allocated: bool) -> ResourceClaim | None:
+        """Undo one attempt's PreBind write (see ``ClusterView.unreserve_claim``)."""
+        key = object_key(written)
+        current = self.claim(key)
+        if current is None:
+            return None
+        reserved = reserved_for_others(current, pod)
+        status: dict[str, Any] = {}
+        if len(reserved) != len(current.status.reserved_for):
+            status["reserved_for"] = reserved
+        mine = written.status.allocation
+        if allocated and not reserved and mine is not None and \
+                current.status.allocation is not None and \
+                current.status.allocation.devices.results == mine.devices.results:
+            status["allocation"] = None
+        if not status:
+            return current
+        stored = self.replace(replaced(current, status=replaced(current.status, **status)))
+        assert isinstance(stored, ResourceClaim)
+        return stored
+
+    def read_claim(self, key: str) -> ResourceClaim | None:
+        """The stored claim (the embedded cluster's cache is the store itself)."""
+        return self.claim(key)
 
 
 def _spec_changed(old: BaseModel, new: BaseModel) -> bool:

@@ -17,6 +17,7 @@ from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
 from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.sim.cluster import CLUSTER_SCOPED, Cluster, WriteResult
+from dra_affinity.sim.faults import Failure, Fault, FaultInjectingView
 from dra_affinity.sim.scenario import Expect, ExpectDevice, Scenario, Step, _pod_key
 from dra_affinity.structured.model import Result
 from dra_affinity.structured.state import AffinityStatus
@@ -24,11 +25,16 @@ from dra_affinity.structured.state import AffinityStatus
 
 @dataclass
 class Simulation:
-    """A scenario being run: cluster, scheduler and the output so far."""
+    """A scenario being run: cluster, scheduler and the output so far.
+
+    The scheduler sees the cluster through :attr:`view`, which fails the writes a
+    step asks to fail (``failBind``); ``failPrepare`` is the node's kubelet failing
+    after the bind, as a real one reports it (an event)."""
 
     scenario: Scenario
     scoring: str = "firstfit"
     cluster: Cluster = field(init=False)
+    view: FaultInjectingView = field(init=False)
     scheduler: Scheduler = field(init=False)
     metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
     recorder: Recorder = field(default_factory=Recorder)
@@ -41,12 +47,13 @@ class Simulation:
         gates = self.scenario.spec.feature_gates
         self.features = Features.parse(gates.apiserver, gates.scheduler)
         self.cluster = Cluster(self.features)
+        self.view = FaultInjectingView(self.cluster)
         self._apply_initial()
         self.scheduler = self._new_scheduler()
         self.scheduler.start()
 
     def _new_scheduler(self) -> Scheduler:
-        return Scheduler(self.cluster, self.features,
+        return Scheduler(self.view, self.features,
                          metrics=self.metrics, recorder=self.recorder, scoring=self.scoring)
 
     def _apply_initial(self) -> None:
@@ -73,9 +80,14 @@ class Simulation:
         action = step.action
         if action == "schedule":
             assert step.schedule is not None
-            self.cluster.sync_template_claims(_pod_key(step.schedule))
-            a = self.scheduler.schedule(_pod_key(step.schedule), fail_bind=bool(step.fail_bind),
-                                        fail_prepare=bool(step.fail_prepare))
+            key = _pod_key(step.schedule)
+            self.cluster.sync_template_claims(key)
+            if step.fail_bind:
+                # Reserve and PreBind succeed; the API server refuses the binding.
+                self.view.fail("bind", key, Failure(Fault.CONFLICT))
+            a = self.scheduler.schedule(key)
+            if step.fail_prepare and a.node is not None:
+                self._prepare_failed(key, a.node)
             exp = step.expect if not isinstance(step.expect, list) else None
             self.steps.append(self._attempt_entry(i, "schedule", a, exp))
         elif action == "scheduleConcurrently":
@@ -125,6 +137,13 @@ class Simulation:
             self.steps.append({"index": i, "action": "expectDevice",
                                "device": step.expect_device.device,
                                "result": "Passed" if ok else "Failed", "expectations": exps})
+
+    def _prepare_failed(self, key: str, node: str) -> None:
+        """The node's kubelet could not prepare the pod's devices: it says so in an event;
+        the claims stay allocated (their locks with them) until they are deallocated."""
+        self.recorder.event(f"Pod {key}", "Warning", "FailedPrepareDynamicResources",
+                            f"NodePrepareResources failed on node {node}; the allocation and "
+                            "affinity locks stay until the claims are deallocated")
 
     # ------------------------------------------------------------------ entries
     def _attempt_entry(self, i: int, action: str, a: Attempt, expect: Expect | None) -> dict[str, Any]:

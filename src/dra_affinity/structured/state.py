@@ -4,8 +4,10 @@
 (allocated devices, shared allocations, aggregated consumed capacity) and adds
 KEP-5981's ``AffinityStates``. It is the single place where allocations are
 added and removed, so capacity and locks can never disagree: every mutation
-goes through :meth:`AllocatedState.add` / :meth:`AllocatedState.remove`, which
-is also what preemption's AddPod/RemovePod (KEP-5690) call.
+goes through its methods: :meth:`AllocatedState.add` / :meth:`AllocatedState.remove`
+(also what preemption's AddPod/RemovePod (KEP-5690) call), :meth:`~AllocatedState.commit`
+after a successful bind, and :meth:`~AllocatedState.rederive` when a pool's
+extractors change.
 """
 
 from __future__ import annotations
@@ -263,6 +265,14 @@ class AllocatedState:
             for s in u.shares
         ]
         self.version += 1
+
+    def rederive(self, device: DeviceID, shares: list[Share], state: AffinityState) -> None:
+        """A device's shares with keys derived again (same claims, requests and amounts)
+        and the affinity state they yield: reconciliation after an extractor change."""
+        u = self.usage.get(device)
+        if u is not None:
+            u.shares = shares
+        self.set_affinity(device, state)
 
     def set_affinity(self, device: DeviceID, state: AffinityState) -> None:
         """Used by reconciliation; Clean removes the entry (zero value)."""
