@@ -25,6 +25,7 @@ from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo, 
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 
 from .nodefit import NO_PLACEMENT, PlacementError, PodPlacement, placement_of
+from .unsupported import unsupported_placement
 from .view import ClusterView
 
 
@@ -87,6 +88,12 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
               remembered: dict[Hashable, ExtractionResult] | None = None) -> CycleState:
     """Resolve the pod's claims and what to allocate; raises :class:`Abort`."""
     key = f"{pod.namespace}/{pod.name}"
+    unsupported = unsupported_placement(pod)
+    if unsupported:
+        raise Abort(Result.UNRESOLVABLE, Reason(
+            reasons.UNSUPPORTED_PLACEMENT,
+            f"pod {key}: {', '.join(unsupported)}: placement constraints this scheduler does not "
+            "evaluate; the pod is not placed (schedule it with the default scheduler)"))
     try:
         placement = placement_of(pod)
     except PlacementError as e:

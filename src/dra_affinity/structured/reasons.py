@@ -55,3 +55,5 @@ NODE_AFFINITY_MISMATCH = "NodeAffinityMismatch"
 INSUFFICIENT_NODE_RESOURCES = "InsufficientNodeResources"
 # Malformed tolerations, node affinity or resource quantities (unresolvable).
 INVALID_POD_SPEC = "InvalidPodSpec"
+# Hard placement constraints this scheduler does not evaluate (scheduler/unsupported.py).
+UNSUPPORTED_PLACEMENT = "UnsupportedPlacement"
