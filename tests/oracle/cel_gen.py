@@ -65,6 +65,17 @@ ATOMS: Final[dict[str, tuple[str, ...]]] = {
                "'2562047h47m16.854775807s'", "'2562047h47m16.854775808s'"),
     "tz": ("'America/New_York'", "'Asia/Kolkata'", "'UTC'", "'+05:30'", "'-02:15'", "'Mars/Base'", "'5:30'",
            "'Europe/Berlin'", "'+05:99'"),
+    # Go's regexp syntax and limits where RE2 differs or where a program grows large
+    "goregex": ("r'\\pL{999}'", "r'(?:\\pL|\\pN){1000}'", "r'(?i)\\pL{500}'", "r'\\C'", "r'x{1000}'",
+                "r'x{1001}'", "r'(?:a{10}){100}'", "r'(?:a{10}){101}'", "r'((a{2}){2}){250}'",
+                "r'(?P<n>a)(?P<n>b)'", "r'(?<n>a)'", "r'(?P<n>a)'", "r'[\\b]'", "r'(?)'", "r'(?i-)a'",
+                "r'(?i)k'", "r'\\123'", "r'\\8'", "r'\\x{10FFFF}'", "r'\\x{110000}'", "r'\\Q.*\\E'",
+                "r'\\pX'", "r'\\p{Greek}+'", "r'\\p{^Greek}'", "r'[[:word:]]+'", "r'[[:foo:]]'",
+                "r'a.{0,999}c'", "r'\\z'", "r'\\Z'", "r'(?U)a+'", "r'a{,5}'", "r'a**'", "r'a*?'",
+                "r'(?s).'", "r'[^\\x00-\\x{10FFFF}]'", "r'\\pN{2,3}'", "r'(a|b'", "r'a)'", "r'[a'",
+                "r'x{2,1}'", "r'(?m)^a$'", "r'\\e'", "r'\\v'", "r'(?P<>a)'", "r'(?P<a-b>x)'",
+                "r'\\pL{20}'", "r'[\\d\\pL]{3}'", "r'(?i)\\p{Lu}'", "r'\\1'", "r'\\0'", "r'[a-\\d]'",
+                "r'(((((((((((a)))))))))))'", "r'(?:(?:(?:a{2}){2}){2}){125}'", "r'\\b*'", "r'^*'"),
     # numbers at the 64-bit edges, where comparing an int (or uint) with a double rounds
     "edge": ("9223372036854775807", "-9223372036854775808", "9223372036854775808.0",
              "-9223372036854775808.0", "18446744073709551615u", "18446744073709551616.0",
@@ -220,6 +231,12 @@ FAMILIES: Final[tuple[tuple[str, int, tuple[str, ...]], ...]] = (
                        "string(b'\\xff')", "double('1e400')", "int(' 1')", "int('+1')",
                        "int('0x1f')", "string(-0.0)", "string(1e21)", "string(123456789.0)",
                        "string(0.000001)", "string(1e-7)", "type(type(1))", "int(timestamp('2024-01-01T00:00:00Z'))")),
+    ("regex.go", 5, ("'abc'.matches({goregex})", "object.name.matches({goregex})",
+                     "object.name.find({goregex})", "object.name.findAll({goregex})",
+                     "'xyz'.matches({goregex} + '')", "object.name.matches({goregex} + '')",
+                     "'h\u00e9llo 123'.findAll({goregex} + '', 3)", "matches(object.name, {goregex})",
+                     "[{goregex}, {goregex}].exists(p, object.name.matches(p))",
+                     "object.tags.exists(t, t.matches({goregex} + ''))")),
     ("numeric.edge", 4, ("{edge} < {edge}", "{edge} <= {edge}", "{edge} > {edge}", "{edge} >= {edge}",
                          "dyn({edge}) == dyn({edge})", "dyn({edge}) != dyn({edge})",
                          "[dyn({edge}), dyn({edge})].max()", "[dyn({edge}), dyn({edge})].min()",
@@ -360,7 +377,7 @@ FAMILIES: Final[tuple[tuple[str, int, tuple[str, ...]], ...]] = (
                  "object.tags.all(a, object.tags.all(b, object.tags.all(c, a + b + c != '')))")),
 )
 
-HOLE: Final = re.compile(r"\{\{|\}\}|\{(int|small|uint|double|str|bool|list|ilist|slist|map|bytes|regex|edge|qty|semver|ipstr|cidrstr|urlstr|tsstr|durstr|tz|fmt|acc|dacc|ipacc|cidracc|urlacc|any|key|typename)\}")
+HOLE: Final = re.compile(r"\{\{|\}\}|\{(int|small|uint|double|str|bool|list|ilist|slist|map|bytes|regex|goregex|edge|qty|semver|ipstr|cidrstr|urlstr|tsstr|durstr|tz|fmt|acc|dacc|ipacc|cidracc|urlacc|any|key|typename)\}")
 
 
 class Generator:
@@ -473,7 +490,7 @@ class Generator:
             return r.choice(TYPENAMES)
         if kind in LIB_HOLES:
             return r.choice(LIB_HOLES[kind])
-        if kind in ("small", "regex", "edge", "qty", "semver", "ipstr", "cidrstr", "urlstr", "tsstr", "durstr", "tz",
+        if kind in ("small", "regex", "goregex", "edge", "qty", "semver", "ipstr", "cidrstr", "urlstr", "tsstr", "durstr", "tz",
                     "fmt"):
             return r.choice(ATOMS[kind])
         if kind == "any":

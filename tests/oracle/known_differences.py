@@ -71,7 +71,7 @@ CEL_KNOWN: list[Known] = [
         "list). Kubernetes lists functions, list `+`, equality, `in`, indexing and ternaries "
         "are checked as cel-go does.",
         OUTCOMES,
-        where=_upstream_message(r"found no matching overload for"),
+        where=_upstream_message(r"found no matching overload for|expected type '\w+' but found 'dyn'"),
     ),
     Known(
         "maps and lists as map keys",
@@ -80,10 +80,21 @@ CEL_KNOWN: list[Known] = [
         "(`{'a': {'b': 1}}.transformMapEntry(k, v, {v: k})`); such a map cannot be indexed "
         "by that key and is not even equal to itself. CEL map keys are int, uint, bool or "
         "string: our checker rejects a list- or map-typed key at compile time and the "
-        "interpreter a `dyn` key holding a list or map at run time.",
+        "interpreter a `dyn` key holding a list, map or null at run time.",
         frozenset({"outcome:compile->value", "outcome:compile->runtime",
                    "outcome:runtime->value"}),
-        where=_ours_message(r"unsupported map key type: (map|list)"),
+        where=_ours_message(r"unsupported map key type: (map|list|null_type)"),
+    ),
+    Known(
+        "regular expressions: compiling a large program is charged (deliberate)",
+        "Go counts a character class as one instruction; RE2 expands it into UTF-8 byte "
+        "ranges (`\\pL` is about 1,200), so `\\pL{999}` is a program of 1.2 million "
+        "instructions, seconds to compile. Its compile is charged by that size (docs/cel.md, "
+        "'Regular expressions'; docs/decisions.md), so such a pattern, valid in Go, exceeds "
+        "the cost limit where cel-go (which does not charge compiles) evaluates it.",
+        frozenset({"outcome:cost->value", "outcome:cost->runtime"}),
+        subject=r"\\p[LN]\{\d{3}|\\pL\|\\pN\)\{\d{3}",
+        where=_ours_message(r"actual cost limit exceeded"),
     ),
     # ------------------------------------------------------------ runtime semantics
     # ----------------------------------------------------------------------- cost

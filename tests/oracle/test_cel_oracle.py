@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cel_gen import CelCase, generate
+from cel_gen import ATOMS, CelCase, generate
 from differential import Finding, failure_message, judge, render, write_report
 from known_differences import CEL_KNOWN
 from ours import CelOutcome, cel_oracle_outcome, cel_ours, tag_ours
@@ -38,8 +38,25 @@ def corpus_cases() -> list[CelCase]:
     return [CelCase("corpus", "object", c.expr, c.obj) for c in CORPUS]
 
 
+def regex_dialect_cases() -> list[CelCase]:
+    """Every Go-dialect pattern of the generator, literal and computed, on one text."""
+    data = {"name": "h\u00e9llo abc 123 aaaa", "tags": ["x", "\u00e9"]}
+    cases = [CelCase("regex.go", "object", template.format(p), data)
+             for p in ATOMS["goregex"]
+             for template in ("object.name.matches({})", "object.name.matches({} + '')",
+                              "object.name.findAll({}, 2)")]
+    # Go's nesting limit (1,000 levels, non-capturing groups not counted) and long patterns
+    deep = ["(" * n + "a" + ")" * n for n in (998, 999, 1000)]
+    deep += ["(?:" * n + "a" + ")" * n for n in (1001, 2500)]
+    deep += ["a" + "|a" * 3000, "(?:a|" * 500 + "b" + ")" * 500, "(?:a{2}" * 9 + ")" * 9,
+             "x*" * 2000, "[a-z]{1000}" * 3, "\\d{100}" * 40]
+    cases += [CelCase("regex.go", "object", "object.name.matches(object.p)", {**data, "p": p})
+              for p in deep]
+    return cases
+
+
 def all_cases() -> list[CelCase]:
-    return corpus_cases() + generate(SEED, N_OBJECT, N_DEVICE)
+    return corpus_cases() + regex_dialect_cases() + generate(SEED, N_OBJECT, N_DEVICE)
 
 
 def request(case: CelCase) -> dict[str, object]:

@@ -30,12 +30,14 @@ from .library import (
     FIND_ALL_MATCH_COST,
     REGEX_STRING_LENGTH_COST_FACTOR,
     STRING_TRAVERSAL_COST_FACTOR,
+    regex_size,
     str_cost,
     str_width,
 )
 from .libs import estimate_call
 from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
 from .optionals import OPT_INDEX, OPT_SELECT
+from .regex import GO_MAX_SIZE, PROGRAM_OVERHEAD, Shape, compile_cost, parse_cost, shape
 from .types import Ty
 
 COST_CAP: Final = 2**63 - 1
@@ -73,10 +75,19 @@ def _regex_cost(s_n: int, re_n: int) -> int:
     )
 
 
+#: Estimated instructions of a pattern of unknown content: Go's size limit times the
+#: largest class (only a bound: such a program's compile charge exceeds any budget).
+_UNITS_BOUND: Final = GO_MAX_SIZE * 1300
+
+
 class Estimator:
     def __init__(
-        self, type_map: TypeMap, variables: frozenset[str], str_bound: int, coll_bound: int
+        self, type_map: TypeMap, variables: frozenset[str], str_bound: int, coll_bound: int,
+        precompiled: frozenset[ast.Expr] = frozenset(),
     ) -> None:
+        """``precompiled``: the regex calls whose literal pattern was compiled with the
+        expression (they cost only their matches)."""
+        self.precompiled = precompiled
         self.types = type_map
         self.variables = variables
         self.str_bound = str_bound
@@ -285,6 +296,20 @@ class Estimator:
             return fixed + n * (cp + 13), Sz(n, var_sz)
         return fixed + n * (cp + 12 + ct), Sz(n, st)  # map(x, p, t)
 
+    def _regex(self, call: ast.Call, pattern: ast.Expr, text_n: int, pattern_n: int) -> int:
+        """A regex call: its match (by the pattern's program where known) and, unless the
+        pattern was compiled with the expression, reading and compiling it."""
+        if isinstance(pattern, ast.Const) and type(pattern.value) is str:
+            sh = shape(pattern.value)
+            match = _regex_cost(text_n, regex_size(pattern.value, sh))
+            if call in self.precompiled:
+                return match
+            return match + parse_cost(len(pattern.value)) + compile_cost(sh)
+        if pattern_n == 0:
+            return compile_cost(Shape(PROGRAM_OVERHEAD, 1))
+        return (_regex_cost(text_n, max(pattern_n, GO_MAX_SIZE)) + parse_cost(pattern_n)
+                + compile_cost(Shape(_UNITS_BOUND, GO_MAX_SIZE)))
+
     def _call(self, e: ast.Call, scope: Mapping[str, Sz]) -> tuple[int, Sz]:
         exprs = ((e.target,) if e.target is not None else ()) + e.args
         costs: list[int] = []
@@ -301,10 +326,10 @@ class Estimator:
             return base + str_cost(n0) * str_cost(sizes[1].n), SCALAR
         if name in ("startsWith", "endsWith"):
             return base + str_cost(n0), SCALAR
-        if name == "matches":
-            return base + _regex_cost(n0, sizes[1].n), SCALAR
-        if name in ("find", "findAll"):
-            cost = base + _regex_cost(n0, sizes[1].n)
+        if name in ("matches", "find", "findAll"):
+            cost = base + self._regex(e, exprs[1], n0, sizes[1].n)
+            if name == "matches":
+                return cost, SCALAR
             if name == "find":
                 return cost, Sz(n0)
             return cost + FIND_ALL_MATCH_COST * (n0 + 1), Sz(n0 + 1, Sz(n0))  # plus each match

@@ -177,10 +177,10 @@ class Environment:
         compiler = Compiler(self._names)
         compiler.check_constants(tree)
         fn = compiler.compile(tree)
-        low = Estimator(checker.types, self._names, 0, 0).estimate(tree, {})[0]
-        high = Estimator(checker.types, self._names, self._str_bound, self._coll_bound).estimate(
-            tree, {}
-        )[0]
+        done = frozenset(compiler.precompiled)
+        low = Estimator(checker.types, self._names, 0, 0, done).estimate(tree, {})[0]
+        high = Estimator(checker.types, self._names, self._str_bound, self._coll_bound,
+                         done).estimate(tree, {})[0]
         estimate = CostEstimate(min(low, COST_CAP), min(max(high, low), COST_CAP))
         device_vars = tuple(k for k, t in self.declarations.items() if t == DEVICE)
         return Program(expression, result, estimate, fn, device_vars)

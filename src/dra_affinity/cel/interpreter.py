@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
+import re2
+
 from . import ast
 from .comprehensions import compile_comprehension
 from .errors import (
@@ -28,7 +30,19 @@ from .errors import (
     CELCostExceeded,
     CELEvalError,
 )
-from .library import REGEX_FUNCTIONS, REGISTRY, compile_regex, nso, str_cost
+from .library import (
+    REGEX_FUNCTIONS,
+    REGISTRY,
+    Function,
+    match_cost,
+    nso,
+    regex_program,
+    regex_shape,
+    run_find,
+    run_find_all,
+    run_matches,
+    str_cost,
+)
 from .library_opt import LAZY_OPTIONAL_CALLS
 from .libs import LITERAL_CHECKED
 from .meter import (
@@ -45,6 +59,7 @@ from .meter import (
 )
 from .operators import BINARY, UNARY, BinaryOp, eq_op, index_value
 from .optionals import CelOptional
+from .regex import Shape, compile_cost, parse_cost
 from .values import (
     TYPE_IDENTIFIERS,
     CelMap,
@@ -119,6 +134,9 @@ class Compiler:
 
     def __init__(self, variables: frozenset[str]) -> None:
         self.variables = variables
+        # What literal patterns may still be compiled now, and the calls that were.
+        self.regex_units_left = LITERAL_REGEX_UNITS
+        self.precompiled: set[ast.Expr] = set()
 
     def check_constants(self, e: ast.Expr) -> None:
         """Evaluate every conversion of a constant now, wherever it is (also in a branch
@@ -595,12 +613,7 @@ class Compiler:
     def _c_Call(self, e: ast.Call, scope: frozenset[str]) -> Fn:
         fn = REGISTRY[(e.name, e.target is not None, len(e.args))]
         if e.name in REGEX_FUNCTIONS:
-            pattern = e.args[-1] if e.name == "matches" else e.args[0]
-            if isinstance(pattern, ast.Const) and type(pattern.value) is str:
-                try:
-                    compile_regex(pattern.value)
-                except CELEvalError as err:
-                    raise CELCompileError(err.message, pattern.pos) from None
+            return self._regex_call(e, fn, scope)
         if e.name in LITERAL_CHECKED and e.target is None and isinstance(e.args[0], ast.Const):
             try:
                 fn.impl(e.args[0].value)
@@ -611,6 +624,75 @@ class Compiler:
         if e.target is not None and e.name in LAZY_OPTIONAL_CALLS and len(arg_fns) == 2:
             return _lazy_optional(e.name, fn.impl, arg_fns[0], arg_fns[1])
         return metered_call(fn.impl, fn.cost, fn.result_cost, arg_fns)
+
+
+    def _regex_call(self, e: ast.Call, fn: Function, scope: frozenset[str]) -> Fn:
+        """``matches``, ``find``, ``findAll``: a literal pattern is checked now (Go's syntax
+        and limits; an invalid one is a compile error, as in cel-go) and compiled now while
+        the expression's allowance lasts (:data:`LITERAL_REGEX_UNITS`), then costs only
+        its matches, as in cel-go; any other pattern is metered by :func:`_pattern`."""
+        pattern = e.args[-1] if e.name == "matches" else e.args[0]
+        const: tuple[str, re2._Regexp, Shape] | None = None
+        if isinstance(pattern, ast.Const) and type(pattern.value) is str:
+            try:
+                sh = regex_shape(pattern.value)
+                if sh.units <= self.regex_units_left:
+                    self.regex_units_left -= sh.units
+                    const = (pattern.value, regex_program(pattern.value)[0], sh)
+                    self.precompiled.add(e)
+            except CELEvalError as err:
+                raise CELCompileError(err.message, pattern.pos) from None
+        arg_exprs = ((e.target,) if e.target is not None else ()) + e.args
+        arg_fns = tuple(self.compile(a, scope) for a in arg_exprs if a is not None)
+        return _metered_regex(e.name, arg_fns, const, fn.result_cost)
+
+
+#: Estimated RE2 instructions of the literal patterns one expression may compile when
+#: it is compiled (~25 ms at most); further literal patterns are compiled and charged
+#: when evaluated, as computed ones are.
+LITERAL_REGEX_UNITS: Final = 20_000
+
+_REGEX_RUNS: Final[Mapping[str, Callable[..., object]]] = {
+    "matches": run_matches, "find": run_find, "findAll": run_find_all}
+
+
+def _pattern(m: Meter, pattern: str) -> tuple[re2._Regexp, Shape]:
+    """A computed pattern's program, charged once per evaluation: checking it
+    (:func:`regex.parse_cost`), then compiling it (:func:`regex.compile_cost`), both before the work,
+    also when the pattern is invalid or its program is cached (so the cost is the same
+    on every run). cel-go compiles such a pattern on every call and charges nothing."""
+    seen = m.regexes
+    if seen is None:
+        seen = m.regexes = {}
+    hit = seen.get(pattern)
+    if hit is not None:
+        return hit
+    charge(m, parse_cost(len(pattern)))
+    sh = regex_shape(pattern)
+    charge(m, compile_cost(sh))
+    hit = seen[pattern] = (regex_program(pattern)[0], sh)
+    return hit
+
+
+def _metered_regex(name: str, arg_fns: tuple[Fn, ...],
+                   const: tuple[str, re2._Regexp, Shape] | None,
+                   post: Callable[[object], int] | None) -> Fn:
+    run = _REGEX_RUNS[name]
+
+    def regex_call(env: Env, m: Meter) -> object:
+        vals = [f(env, m) for f in arg_fns]
+        text, pattern = vals[0], vals[1]
+        if type(text) is not str or type(pattern) is not str or (
+                len(vals) == 3 and type(vals[2]) is not int):
+            nso(name, *vals)
+        prog, sh = (const[1], const[2]) if const is not None else _pattern(m, pattern)
+        charge(m, match_cost(text, pattern, sh))
+        result = run(text, prog, *vals[2:])
+        if post is not None:
+            charge(m, post(result))
+        return result
+
+    return regex_call
 
 
 def _lazy_optional(name: str, impl: Callable[..., object], recv: Fn, arg: Fn) -> Fn:

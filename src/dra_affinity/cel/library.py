@@ -10,7 +10,6 @@ are not here: the compiler specializes them.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 import re
@@ -35,6 +34,7 @@ from .library_ext import EXT_FUNCTIONS
 from .library_opt import OPT_FUNCTIONS, OPT_RESULT_COSTS
 from .libs import LIB_FUNCTIONS, RESULT_COSTS, convert
 from .quantity import Quantity, as_quantity
+from .regex import RegexError, Shape, compiled, shape
 from .semver import Semver
 from .types import Ty
 from .values import (
@@ -126,59 +126,63 @@ def traversal_cost(v: Any) -> int:
     return 1
 
 
-# -- regular expressions (RE2: linear time, the syntax CEL specifies) -------
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
+# -- regular expressions (Go's RE2 syntax and limits, run on RE2: see regex.py) ---
 
 
-@functools.lru_cache(maxsize=512)
-def _compile_regex(pattern: str) -> re2._Regexp:
-    return re2.compile(pattern, options=_RE2_OPTIONS)
-
-
-def compile_regex(pattern: str) -> re2._Regexp:
-    """Compile (cached); invalid patterns raise ``CELEvalError(invalid_argument)``."""
+def regex_program(pattern: str) -> tuple[re2._Regexp, Shape]:
+    """The compiled program and shape of a pattern; invalid patterns (Go's syntax and
+    limits) raise ``CELEvalError(invalid_argument)``."""
     try:
-        return _compile_regex(pattern)
-    except re2.error as e:
-        msg = (
-            e.args[0].decode("utf-8", "replace")
-            if e.args and isinstance(e.args[0], bytes)
-            else str(e)
-        )
-        raise CELEvalError(
-            f"invalid regular expression {pattern!r}: {msg}", INVALID_ARGUMENT
-        ) from None
-    except Exception as e:
-        raise CELEvalError(
-            f"invalid regular expression {pattern!r}: {e}", INVALID_ARGUMENT
-        ) from None
+        return compiled(pattern)
+    except RegexError as e:
+        raise CELEvalError(f"invalid regular expression {pattern!r}: {e}", INVALID_ARGUMENT) from None
 
 
-def regex_cost(args: tuple[object, ...]) -> int:
-    s, p = args[0], args[1]
-    str_c = math.ceil((1.0 + value_size(s)) * STRING_TRAVERSAL_COST_FACTOR)
-    re_c = math.ceil(value_size(p) * REGEX_STRING_LENGTH_COST_FACTOR)
-    return str_c * re_c
+def regex_shape(pattern: str) -> Shape:
+    """:func:`regex.shape`, with an invalid pattern as ``CELEvalError(invalid_argument)``."""
+    try:
+        return shape(pattern)
+    except RegexError as e:
+        raise CELEvalError(f"invalid regular expression {pattern!r}: {e}", INVALID_ARGUMENT) from None
+
+
+def regex_size(pattern: str, s: Shape) -> int:
+    """The regex size a match is charged by: cel-go's (the pattern's length), or Go's
+    count of the pattern's instructions where that is larger (``a.{0,999}c`` is 2,000):
+    a match that cannot use RE2's DFA steps every thread of the program over every byte,
+    whatever the pattern's length (a class's UTF-8 instructions are one path per byte)."""
+    return max(len(pattern), s.go_size)
+
+
+def match_cost(text: str, pattern: str, s: Shape) -> int:
+    """cel-go's ``matches`` cost, ``ceil(0.1 * (1 + size s)) * ceil(0.25 * size re)``, with
+    :func:`regex_size` as the regex's size."""
+    str_c = math.ceil((1.0 + len(text)) * STRING_TRAVERSAL_COST_FACTOR)
+    return str_c * math.ceil(regex_size(pattern, s) * REGEX_STRING_LENGTH_COST_FACTOR)
+
+
+def _match_args(name: str, s: Any, pattern: Any) -> None:
+    if type(s) is not str or type(pattern) is not str:
+        nso(name, s, pattern)
+
+
+def run_matches(s: str, prog: re2._Regexp) -> bool:
+    return prog.search(s.encode("utf-8", "surrogatepass")) is not None
+
+
+def run_find(s: str, prog: re2._Regexp) -> str:
+    m = prog.search(s.encode("utf-8", "surrogatepass"))
+    return "" if m is None else bytes(m.group(0)).decode("utf-8", "surrogatepass")
 
 
 def _matches(s: Any, pattern: Any) -> bool:
-    if type(s) is not str or type(pattern) is not str:
-        nso("matches", s, pattern)
-    return compile_regex(pattern).search(s) is not None
+    _match_args("matches", s, pattern)
+    return run_matches(s, regex_program(pattern)[0])
 
 
 def _find(s: Any, pattern: Any) -> str:
-    if type(s) is not str or type(pattern) is not str:
-        nso("find", s, pattern)
-    m = compile_regex(pattern).search(s)
-    return "" if m is None else str(m.group(0))
-
-
-@functools.lru_cache(maxsize=256)
-def _compile_regex_bytes(pattern: str) -> re2._Regexp:
-    return re2.compile(pattern.encode("utf-8", "surrogatepass"), options=_RE2_OPTIONS)
+    _match_args("find", s, pattern)
+    return run_find(s, regex_program(pattern)[0])
 
 
 def _rune_len(lead: int) -> int:
@@ -188,15 +192,17 @@ def _rune_len(lead: int) -> int:
 def _find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
     if type(s) is not str or type(pattern) is not str or type(limit) is not int:
         nso("findAll", s, pattern, limit)
-    compile_regex(pattern)  # validates the pattern with the usual error
+    return run_find_all(s, regex_program(pattern)[0], limit)
+
+
+def run_find_all(s: str, rx: re2._Regexp, limit: int = -1) -> list[str]:
     if limit == 0:
         return []
-    rx = _compile_regex_bytes(pattern)
     enc = s.encode("utf-8", "surrogatepass")
     raw = getattr(rx, "_regexp", None)
     anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
     if raw is None or anchor is None:  # pragma: no cover - other google-re2 layouts
-        return _find_all_slow(s, pattern, limit)
+        return _find_all_slow(enc, rx, limit)
     out: list[str] = []
     # Go's FindAllString on the UTF-8 text, matched in place (the public
     # wrapper decodes offsets per match, several times slower): successive
@@ -222,15 +228,15 @@ def _find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
     return out
 
 
-def _find_all_slow(s: str, pattern: str, limit: int) -> list[str]:
+def _find_all_slow(enc: bytes, rx: re2._Regexp, limit: int) -> list[str]:
     out: list[str] = []
     prev_end = -1
-    for m in compile_regex(pattern).finditer(s):
+    for m in rx.finditer(enc):
         a, b = m.span()
         if a == b and a == prev_end:
             continue
         prev_end = b
-        out.append(str(m.group(0)))
+        out.append(bytes(m.group(0)).decode("utf-8", "surrogatepass"))
         if 0 < limit <= len(out):
             break
     return out
@@ -463,49 +469,53 @@ def _char_at(s: Any, i: Any) -> str:
     return s[i : i + 1]
 
 
-def _index_of(recv: Any, sub: Any, offset: Any = None) -> int:
+#: No offset argument (``null`` is an offset argument: a wrong one).
+_NO_OFFSET: Final[Any] = object()
+
+
+def _index_of(recv: Any, sub: Any, offset: Any = _NO_OFFSET) -> int:
     if type(recv) is str:
-        if type(sub) is not str or (offset is not None and type(offset) is not int):
-            nso("indexOf", recv, sub, *(() if offset is None else (offset,)))
-        if offset is None:
+        if type(sub) is not str or (offset is not _NO_OFFSET and type(offset) is not int):
+            nso("indexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
+        if offset is _NO_OFFSET:
             return recv.find(sub)
         # cel-go: a negative offset is an error; the empty string matches at
         # the offset clamped to the end; past the end nothing else matches.
         if offset < 0:
             _out_of_range(offset)
         if sub == "":
-            return min(offset, len(recv))
+            return min(int(offset), len(recv))
         if offset >= len(recv):
             return -1
         return recv.find(sub, offset)
-    if is_list(recv) and offset is None:
+    if is_list(recv) and offset is _NO_OFFSET:
         for i, x in enumerate(recv):
             if cel_eq(x, sub):
                 return i
         return -1
-    nso("indexOf", recv, sub, *(() if offset is None else (offset,)))
+    nso("indexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
 
 
-def _last_index_of(recv: Any, sub: Any, offset: Any = None) -> int:
+def _last_index_of(recv: Any, sub: Any, offset: Any = _NO_OFFSET) -> int:
     if type(recv) is str:
-        if type(sub) is not str or (offset is not None and type(offset) is not int):
-            nso("lastIndexOf", recv, sub, *(() if offset is None else (offset,)))
-        if offset is None:
+        if type(sub) is not str or (offset is not _NO_OFFSET and type(offset) is not int):
+            nso("lastIndexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
+        if offset is _NO_OFFSET:
             return recv.rfind(sub)
         if offset < 0:
             _out_of_range(offset)
         if sub == "":
-            return min(offset, len(recv))
+            return min(int(offset), len(recv))
         if offset >= len(recv):
             return -1
         return recv.rfind(sub, 0, offset + len(sub))
-    if is_list(recv) and offset is None:
+    if is_list(recv) and offset is _NO_OFFSET:
         items = list(recv)
         for i in range(len(items) - 1, -1, -1):
             if cel_eq(items[i], sub):
                 return i
         return -1
-    nso("lastIndexOf", recv, sub, *(() if offset is None else (offset,)))
+    nso("lastIndexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
 
 
 def _lower_ascii(s: Any) -> str:
@@ -884,8 +894,8 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
     _fn("contains", True, 1, _contains, [_ov(B, S, S)], _contains_cost),
     _fn("startsWith", True, 1, _starts_with, [_ov(B, S, S)], _str_len_cost),
     _fn("endsWith", True, 1, _ends_with, [_ov(B, S, S)], _str_len_cost),
-    _fn("matches", True, 1, _matches, [_ov(B, S, S)], regex_cost),
-    _fn("matches", False, 2, _matches, [_ov(B, S, S)], regex_cost),
+    _fn("matches", True, 1, _matches, [_ov(B, S, S)]),
+    _fn("matches", False, 2, _matches, [_ov(B, S, S)]),
     _fn("int", False, 1, _to_int, [_ov(I, I), _ov(I, U), _ov(I, D), _ov(I, S)]),
     _fn("uint", False, 1, _to_uint, [_ov(U, U), _ov(U, I), _ov(U, D), _ov(U, S)]),
     _fn("double", False, 1, _to_double, [_ov(D, D), _ov(D, I), _ov(D, U), _ov(D, S)]),
@@ -933,9 +943,9 @@ _CORE_FUNCTIONS: Final[tuple[Function, ...]] = (
     _fn("join", True, 0, _join, [_ov(S, LSTR)], _join_cost),
     _fn("join", True, 1, _join, [_ov(S, LSTR, S)], _join_cost),
     # Kubernetes regex library
-    _fn("find", True, 1, _find, [_ov(S, S, S)], regex_cost),
-    _fn("findAll", True, 1, _find_all, [_ov(LSTR, S, S)], regex_cost, _result_count),
-    _fn("findAll", True, 2, _find_all, [_ov(LSTR, S, S, I)], regex_cost, _result_count),
+    _fn("find", True, 1, _find, [_ov(S, S, S)]),
+    _fn("findAll", True, 1, _find_all, [_ov(LSTR, S, S)], None, _result_count),
+    _fn("findAll", True, 2, _find_all, [_ov(LSTR, S, S, I)], None, _result_count),
     # Kubernetes lists library
     _fn("isSorted", True, 0, _is_sorted, [_ov(B, LIST)], _traversal_cost_fn),
     _fn("sum", True, 0, _sum, [_ov(_elem_result, LIST)], _traversal_cost_fn),
@@ -988,4 +998,6 @@ def _registry() -> dict[tuple[str, bool, int], Function]:
 REGISTRY: Final[Mapping[tuple[str, bool, int], Function]] = _registry()
 FUNCTION_NAMES: Final = frozenset(f.name for f in FUNCTIONS)
 # Functions whose second operand (first argument) is a regular expression.
+#: The regular-expression functions: the compiler meters them itself (the pattern's
+#: compile and its match), so their ``cost`` above is unused.
 REGEX_FUNCTIONS: Final = frozenset({"matches", "find", "findAll"})

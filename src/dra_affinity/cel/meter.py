@@ -22,12 +22,14 @@ MAP_CREATE_BASE_COST: Final = 30
 class Meter:
     """Running cost of one evaluation (plus a per-evaluation cache for equality)."""
 
-    __slots__ = ("cost", "limit", "types")
+    __slots__ = ("cost", "limit", "regexes", "types")
 
     def __init__(self, limit: int) -> None:
         self.cost = 0
         self.limit = limit
         self.types: dict[int, tuple[Any, frozenset[type], bool]] | None = None
+        # Computed patterns compiled (and charged) in this evaluation, with their shapes.
+        self.regexes: dict[str, tuple[Any, Any]] | None = None
 
 
 Env = dict[str, object]
