@@ -32,6 +32,8 @@ class FakeApi:
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # rv, kind, type, obj
         self.compacted = 0
         self.requests: list[tuple[str, str]] = []
+        # (method, path, timeout) of every request, as the client asked it
+        self.timeouts: list[tuple[str, str, float | None]] = []
         # (method, path suffix) -> callable run before the request; may raise ApiError.
         self.before: dict[tuple[str, str], list[Callable[[], None]]] = {}
         # (method, path suffix) -> [(fault, applied)] (see fail())
@@ -85,6 +87,7 @@ class FakeApi:
                 query: Mapping[str, str] | None = None, content_type: str = "application/json",
                 timeout: float | None = None) -> Any:
         with self.lock:
+            self.timeouts.append((method, path, timeout))
             failure = self._failure(method, path)
             if failure is None:
                 return self._request(method, path, body, query)

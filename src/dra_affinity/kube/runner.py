@@ -100,8 +100,16 @@ class SchedulerProcess:
         self.options = options
         self.changes: queue.Queue[Change] = queue.Queue()
         self._gc_tuning = ExitStack()
+        self.elector = (LeaderElector(api, namespace=options.lease_namespace,
+                                      name=options.lease_name, identity=options.identity,
+                                      lease_duration=options.lease_duration,
+                                      renew_deadline=options.renew_deadline,
+                                      retry_period=options.retry_period)
+                        if options.leader_elect else None)
+        # Fencing: the view checks the elector just before every write it sends.
         self.view = KubeView(api, on_problem=self._object_problem,
-                             tolerated_taints=options.tolerated_taints)
+                             tolerated_taints=options.tolerated_taints,
+                             may_write=self.elector.may_write if self.elector else None)
         self.view.pod_listeners.append(self._pod_changed)
         self.view.claim_created.append(self._claim_created)
         # Pods waiting for a claim to be created (PreEnqueue): key -> what is missing.
@@ -119,12 +127,6 @@ class SchedulerProcess:
             Reflector(api, kind, self.changes,
                       field_selector=NON_TERMINAL_PODS if kind == "Pod" else None)
             for kind in WATCHED_KINDS]
-        self.elector = (LeaderElector(api, namespace=options.lease_namespace,
-                                      name=options.lease_name, identity=options.identity,
-                                      lease_duration=options.lease_duration,
-                                      renew_deadline=options.renew_deadline,
-                                      retry_period=options.retry_period)
-                        if options.leader_elect else None)
         r = self.metrics.registry
         self.attempt_seconds = Histogram(
             "dra_affinity_scheduling_attempt_duration_seconds",
@@ -188,7 +190,8 @@ class SchedulerProcess:
         self._flush_events()
 
     def leading(self) -> bool:
-        return self.elector is None or self.elector.is_leader.is_set()
+        """This replica schedules: it leads and its renew deadline has not passed."""
+        return self.elector is None or (self.elector.is_leader.is_set() and self.elector.may_write())
 
     def loop(self) -> None:
         while not self.stopping.is_set():

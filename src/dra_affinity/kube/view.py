@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -355,6 +356,9 @@ class KubeView:
         (it holds the Lease within its renew deadline), checked just before the request."""
         if self.may_write is not None and not self.may_write():
             raise LeadershipLost(f"{what}: not written, this replica no longer leads")
+        # The write log (debug): audited against the Lease's renewals (the same clock).
+        log.debug("write", extra={"fields": {"method": method, "path": path,
+                                             "monotonic": time.monotonic()}})
         return self.api.request(method, path, body=body, content_type=content_type)
 
     # ================================================================== PreBind
