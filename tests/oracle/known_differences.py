@@ -115,7 +115,12 @@ CEL_KNOWN: list[Known] = [
         "would not otherwise see): `x in list` costs the list's size (cel-go: 1; constant "
         "lists of scalars are hashed and free, as upstream); `findAll` charges 10 per match; "
         "strings built by `+`, `split`, `replace`, `join` cost at least 0.1 per byte of "
-        "memory; list `+` charges the copy; nested equality charges inner elements. And "
+        "memory; list `+` charges the copy; nested equality charges inner elements; "
+        "`semver`/`isSemver` pay per character and identifier and version comparisons per "
+        "pre-release identifier; traversed elements (`max()` of short strings) at least 1 "
+        "each; `flatten` half a unit per element gained; a regex match by the larger of "
+        "the pattern's length and its instruction count, and a pattern not compiled with "
+        "the expression its check and compile (docs/decisions.md, 'CEL libraries'). And "
         "cel-go's conditional attributes (`c ? object.a : x` folded into one attribute) "
         "skip a selection charge we make.",
         frozenset({"cost"}),

@@ -31,6 +31,7 @@ from .library import (
     REGEX_STRING_LENGTH_COST_FACTOR,
     STRING_TRAVERSAL_COST_FACTOR,
     regex_size,
+    semver_parse_cost,
     str_cost,
     str_width,
 )
@@ -296,6 +297,17 @@ class Estimator:
             return fixed + n * (cp + 13), Sz(n, var_sz)
         return fixed + n * (cp + 12 + ct), Sz(n, st)  # map(x, p, t)
 
+    def _flattened_count(self, sz: Sz, depth: int) -> int:
+        """Upper bound of the elements ``flatten(depth)`` returns for a list of size
+        ``sz``: each level multiplies by the size of the lists it holds (a JSON
+        document holds at most ``coll_bound`` elements however it is flattened)."""
+        if sz.data:
+            return self.count(sz)
+        inner = sz.elem
+        if depth <= 0 or inner is None or (inner.elem is None and not inner.data):
+            return sz.n
+        return min(sz.n * max(1, self._flattened_count(inner, depth - 1)), COST_CAP)
+
     def _regex(self, call: ast.Call, pattern: ast.Expr, text_n: int, pattern_n: int) -> int:
         """A regex call: its match (by the pattern's program where known) and, unless the
         pattern was compiled with the expression, reading and compiling it."""
@@ -366,6 +378,11 @@ class Estimator:
             return base + cost, Sz(size, w=w)
         if name in ("quantity", "isQuantity"):
             return base + str_cost(n0), SCALAR
+        if name in ("semver", "isSemver"):
+            # a version's size: its pre-release identifiers, at most one per character
+            return base + semver_parse_cost(n0, n0), Sz(n0) if name == "semver" else SCALAR
+        if name in ("compareTo", "isLessThan", "isGreaterThan") and t0 in (types.SEMVER.name, "dyn"):
+            return base + 1 + min(sizes[0].n, sizes[1].n), SCALAR
         if name == "charAt":
             return base + 1, Sz(1)
         ext = self._ext_call(e, exprs, sizes)
@@ -418,8 +435,8 @@ class Estimator:
                     depth = COST_CAP if self.str_bound else 1  # charged depth x size at run time
                 # each flattened element is no larger than the element it came from
                 outer = self.elem_of(sizes[0])
-                return min(max(depth, 1) * n, COST_CAP) + created, self.data if sizes[0].data else Sz(
-                    n * max(1, outer.n), outer
-                )
+                out = self._flattened_count(sizes[0], depth)
+                cost = min(max(max(depth, 1) * n, -(-max(out - n, 0) // 2)), COST_CAP) + created
+                return cost, self.data if sizes[0].data else Sz(min(out, COST_CAP), outer)
             return int(2.1 * n * n) + created, Sz(n, self.elem_of(sizes[0]), data=sizes[0].data)
         return None

@@ -10,18 +10,26 @@ extractor describes its own driver's schema.
 Extraction depends only on (claim, request, driver, extractor set), never on
 the device, so it is evaluated once per scheduling cycle for each distinct
 extractor set, however many devices and pools share that set.
+
+One scheduling attempt has one CEL budget (:data:`ATTEMPT_CEL_MAX_COST`) across
+all its extractions, every request of every claim against every pool: each
+extraction runs under what its own budget and the attempt's remainder both allow,
+so the CEL an attempt runs is bounded whatever the pod's claims and the cluster's
+slices hold (docs/decisions.md, "Runtime cost budget").
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
+import dataclasses
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-from dra_affinity.api.resource import DeviceClass, ResourceClaim
-from dra_affinity.cel import ConfigObject, ExtractionResult, OutcomeKind, extract
+from dra_affinity.api.resource import SHARING_AFFINITY_CEL_MAX_COST, DeviceClass, ResourceClaim
+from dra_affinity.cel import ConfigObject, ExtractionResult, Extractor, OutcomeKind, extract
 
 __all__ = [
+    "ATTEMPT_CEL_MAX_COST",
     "ExtractionCache",
     "ExtractionMemo",
     "ExtractionResult",
@@ -89,9 +97,17 @@ class ExtractionCache(Protocol):
         ...
 
 
+#: What the CEL of one scheduling attempt may cost in all, across every extraction:
+#: the budget one extraction has (the KEP's ``SharingAffinityCELMaxCost``), once per
+#: attempt. A unit is about 0.1-1 us of CPU (benchmarks/cel_unit_cost.py), so an
+#: attempt spends well under a second on CEL.
+ATTEMPT_CEL_MAX_COST: Final = SHARING_AFFINITY_CEL_MAX_COST
+
+
 @dataclass
 class ExtractionMemo:
-    """Per-cycle memo of extraction results; counts real CEL evaluations."""
+    """Per-cycle memo of extraction results; counts real CEL evaluations and charges
+    them to the attempt's budget."""
 
     claims: Mapping[str, ResourceClaim]
     classes: Mapping[str, DeviceClass]
@@ -103,6 +119,8 @@ class ExtractionMemo:
     # a claim's spec is immutable, so a hostile claim costs its CEL budget once, not on
     # every retry. Owned by the scheduler; None for one-off evaluations.
     remembered: dict[Hashable, ExtractionResult] | None = None
+    # What the attempt's CEL may still cost (see ATTEMPT_CEL_MAX_COST).
+    budget: int = ATTEMPT_CEL_MAX_COST
 
     def __call__(self, claim: ClaimSpec, alt: RequestSpec, pool: PoolInfo) -> ExtractionResult:
         key = (claim.key, alt.name, pool.extraction_token)
@@ -121,9 +139,7 @@ class ExtractionMemo:
         if hit is None:
             configs = scoped_configs(self.claims[claim.key], alt.name, pool.driver,
                                      self.classes.get(alt.class_name))
-            hit = extract(pool.preferred_extractors, configs)
-            self.evaluations += hit.evaluations
-            self.results[key] = hit
+            hit = self.results[key] = self._extract(pool.preferred_extractors, configs)[0]
         return hit.keys if hit.kind is OutcomeKind.OK and hit.keys else None
 
     def evaluate(self, claim: ResourceClaim, request: str, class_name: str,
@@ -162,13 +178,31 @@ class ExtractionMemo:
                     # Not remembered by identity as well: a content hit cost no CEL
                     # budget, and the next attempt finds it the same way.
                     return hit
-        res = extract(pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
-        self.evaluations += res.evaluations
-        if ckey is not None and shared is not None:
-            shared.put(ckey, res)
+        res, attempt_bound = self._extract(
+            pool.extractors, scoped_configs(claim, request, pool.driver, device_class))
+        if ckey is not None and shared is not None and not attempt_bound:
+            shared.put(ckey, res)  # not an outcome of this attempt's budget: of the content
         if remembered is not None:
             _remember(remembered, rkey, res)
         return res
+
+    def _extract(self, extractors: Sequence[Extractor],
+                 configs: Sequence[ConfigObject]) -> tuple[ExtractionResult, bool]:
+        """:func:`cel.extract` under its own budget or the attempt's remainder, whichever
+        is smaller, charged to the attempt; and whether the attempt's remainder is what
+        ran out (the outcome, ``COST_EXCEEDED``, then names the attempt's bound and is
+        not an outcome of the content alone)."""
+        budget = min(SHARING_AFFINITY_CEL_MAX_COST, self.budget)
+        res = extract(extractors, configs, budget=budget)
+        self.evaluations += res.evaluations
+        self.budget = max(0, self.budget - res.cost)
+        attempt_bound = (res.kind is OutcomeKind.COST_EXCEEDED
+                         and budget < SHARING_AFFINITY_CEL_MAX_COST)
+        if attempt_bound:
+            res = dataclasses.replace(res, message=(
+                f"{res.message}; the scheduling attempt's CEL budget of "
+                f"{ATTEMPT_CEL_MAX_COST} across all requests, pools and configs is spent"))
+        return res, attempt_bound
 
 
 REMEMBERED_MAX = 16384
