@@ -497,3 +497,25 @@ def read_documents(text: str, source: str) -> list[Document]:
 
 
 # ------------------------------------------------------------------------- files
+
+
+# ------------------------------------------------------------------------- writing
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting every string that the reader above (kubectl's YAML
+    1.1) would read as something else: ``y``, ``on``, ``0x1F``, ``1_000``, ``2001-01-01``."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    node = dumper.represent_str(text)
+    if node.style is None and text and _resolve(text, None)[0] != _STR:
+        node.style = "'"
+    return node
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_documents(documents: Any, *, explicit_start: bool = False) -> str:
+    """YAML documents that read back as the same JSON values (keys in their order)."""
+    return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, explicit_start=explicit_start)

@@ -16,10 +16,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from dra_affinity.api._yaml import read_documents
+from dra_affinity.api._yaml import dump_documents, read_documents
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.errors import (
     MAX_DEPTH,
@@ -47,6 +46,7 @@ __all__ = [
     "FieldError",
     "ManifestError",
     "decode_text",
+    "dump_documents",
     "dump_json",
     "dump_yaml",
     "format_path",
@@ -313,9 +313,7 @@ def load_file(path: str) -> list[tuple[Document, BaseModel]]:
 
 def dump_yaml(objects: Iterable[K8sModel]) -> str:
     """Manifests back out, camelCase, only set fields, documents separated by ---."""
-    return yaml.safe_dump_all(
-        [o.to_dict() for o in objects], sort_keys=False, default_flow_style=False
-    )
+    return dump_documents([o.to_dict() for o in objects])
 
 
 def dump_json(obj: K8sModel) -> str:

@@ -1,9 +1,9 @@
-"""Driver-author tools: ``eval``, ``validate`` and ``explain``."""
+"""Driver-author tools: ``eval``, ``validate`` and ``explain`` (on a scenario or a cluster)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,10 @@ from ._base import (
     _scenario_sim,
     main,
 )
+from ._kube import api_failed, cluster_options, connect
+
+if TYPE_CHECKING:
+    from dra_affinity.kube.config import ClusterConfig
 
 
 @main.command("eval")
@@ -132,28 +136,40 @@ def validate(paths: tuple[str, ...], together: bool, output: str) -> None:
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False), required=False)
 @click.option("--pod", required=True, help="Pod name or namespace/name.")
 @click.option("--at-step", type=int, default=None,
               help="Explain the state before step N (default: after the last step).")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def explain(file: str, pod: str, at_step: int | None, output: str) -> None:
-    """Why a pod does or does not fit each candidate device at a point of a scenario.
+@cluster_options
+def explain(file: str | None, pod: str, at_step: int | None, output: str, kubeconfig: str | None,
+            context: str | None, namespace: str | None) -> None:
+    """Why a pod does or does not fit each candidate device at a point of a scenario
+    FILE, or, without FILE, on the cluster now (as a starting scheduler sees it).
 
     For every node and every device: capacity, selectors, lock, strict gating,
     unknown state, pool condition, or "Fits". Nothing is changed.
 
     \b
-    Example:
+    Examples:
       dra-affinity explain examples/story-3-subnet.yaml --pod pod-e --at-step 6
+      dra-affinity explain --kubeconfig ~/.kube/config -n team-a --pod trainer-0
     """
     from dra_affinity.tools import explain as do_explain
 
-    sim = _scenario_sim(file, at_step)
-    try:
-        out = do_explain(sim, pod)
-    except ValueError as e:
-        _fail_input(f"{file}: {e}")
+    if file is None:
+        if at_step is not None:
+            _fail_input("explain: --at-step needs a scenario FILE")
+        out = _cluster_explain(connect(kubeconfig, context), pod, namespace)
+    elif kubeconfig is not None or context is not None:
+        _fail_input("explain: give either a scenario FILE or a cluster (--kubeconfig, --context)")
+    else:
+        if namespace is not None and "/" not in pod:
+            pod = f"{namespace}/{pod}"
+        try:
+            out = do_explain(_scenario_sim(file, at_step), pod)
+        except ValueError as e:
+            _fail_input(f"{file}: {e}")
     if output == "json":
         click.echo(_dump(out))
         return
@@ -177,3 +193,19 @@ def explain(file: str, pod: str, at_step: int | None, output: str) -> None:
             if r.get("device") is None:
                 t.add_row("", "", "(node)", r["code"], r["message"])
         con.print(t)
+
+
+def _cluster_explain(cfg: ClusterConfig, pod: str, namespace: str | None) -> dict[str, Any]:
+    from dra_affinity.kube.api import ApiError
+    from dra_affinity.kube.locks import listed_view, started_scheduler
+    from dra_affinity.scheduler.explain import explain_pod
+
+    key = pod if "/" in pod else f"{namespace or cfg.namespace}/{pod}"
+    try:
+        sched, _ = started_scheduler(listed_view(cfg.api))
+    except ApiError as e:
+        api_failed(cfg, e)
+    try:
+        return explain_pod(sched, key)
+    except KeyError:
+        _fail_input(f"{cfg.source}: pod {key} not found")

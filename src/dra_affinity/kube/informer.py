@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,21 +108,11 @@ class Reflector:
     def list_once(self) -> None:
         """A paginated list, delivered as one REPLACE change."""
         items: list[dict[str, Any]] = []
-        cont = ""
-        path = self.resource.collection(self.namespace)
         version = ""
-        while True:
-            q = {**self._query(), "limit": str(self.page_size)}
-            if cont:
-                q["continue"] = cont
-            page = self.api.request("GET", path, query=q)
-            for it in page.get("items") or ():
-                items.append(_with_kind(it, self.kind))
-            meta = page.get("metadata") or {}
-            version = str(meta.get("resourceVersion", "") or version)
-            cont = str(meta.get("continue", "") or "")
-            if not cont:
-                break
+        for page in list_pages(self.api, self.kind, self._query(),
+                               namespace=self.namespace, page_size=self.page_size):
+            items.extend(page.items)
+            version = page.resource_version
         self.resource_version = version
         self.lists += 1
         self.out.put(Change(self.kind, REPLACE, objects=items))
@@ -154,6 +144,40 @@ class Reflector:
             return
         if typ in (ADDED, MODIFIED, DELETED):
             self.out.put(Change(self.kind, str(typ), object=_with_kind(obj, self.kind)))
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list: its items, the list's resourceVersion, and how many items
+    the server says are left after it (``remainingItemCount``, when it tells)."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+    remaining: int | None
+
+
+def list_pages(api: Api, kind: str, query: Mapping[str, str] | None = None, *,
+               namespace: str | None = None, page_size: int = 500) -> Iterator[Page]:
+    """A paginated list of one kind, page by page.
+
+    Items come as :func:`_with_kind` leaves them; a consumer that streams (``snapshot``)
+    holds one page at a time."""
+    cont = ""
+    path = RESOURCES[kind].collection(namespace)
+    version = ""
+    while True:
+        q = {**(query or {}), "limit": str(page_size)}
+        if cont:
+            q["continue"] = cont
+        page = api.request("GET", path, query=q)
+        meta = page.get("metadata") or {}
+        version = str(meta.get("resourceVersion", "") or version)
+        cont = str(meta.get("continue", "") or "")
+        remaining = meta.get("remainingItemCount")
+        yield Page([_with_kind(it, kind) for it in page.get("items") or ()], version,
+                   int(remaining) if isinstance(remaining, int) else None)
+        if not cont:
+            return
 
 
 def _with_kind(obj: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from .api import Api
 from .informer import REPLACE, SYNCED, Change, Reflector
 from .view import WATCHED_KINDS, KubeView
 
-__all__ = ["cluster_locks", "listed_view", "lock_rows"]
+__all__ = ["cluster_locks", "listed_view", "lock_rows", "started_scheduler", "view_locks"]
 
 
 def listed_view(api: Api) -> KubeView:
@@ -79,8 +79,21 @@ def lock_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
 
 def cluster_locks(api: Api, features: Features | None = None) -> tuple[list[dict[str, Any]], Recorder]:
     """Rebuild the locks from the cluster as a starting scheduler would; nothing is written."""
-    view = listed_view(api)
+    return view_locks(listed_view(api), features)
+
+
+def view_locks(view: KubeView, features: Features | None = None
+               ) -> tuple[list[dict[str, Any]], Recorder]:
+    """:func:`lock_rows` of a scheduler started on ``view`` (filled, never written to)."""
+    sched, recorder = started_scheduler(view, features)
+    return lock_rows(sched), recorder
+
+
+def started_scheduler(view: KubeView, features: Features | None = None
+                      ) -> tuple[Scheduler, Recorder]:
+    """A scheduler started on ``view`` as a live one starts (state rebuilt from the
+    allocated claims), for questions only: nothing schedules through it."""
     recorder = Recorder()
     sched = Scheduler(view, features or Features(), recorder=recorder)
     sched.start()
-    return lock_rows(sched), recorder
+    return sched, recorder
