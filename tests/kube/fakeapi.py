@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from dra_affinity.kube import protowire
 from dra_affinity.kube.api import RESOURCES, ApiError
 
 _BY_PLURAL = {r.plural: r for r in RESOURCES.values()}
@@ -34,6 +36,8 @@ class FakeApi:
         self.requests: list[tuple[str, str]] = []
         # (method, path, timeout) of every request, as the client asked it
         self.timeouts: list[tuple[str, str, float | None]] = []
+        # paths written with a protobuf body (request_bytes)
+        self.protobuf_writes: list[str] = []
         # (method, path suffix) -> callable run before the request; may raise ApiError.
         self.before: dict[tuple[str, str], list[Callable[[], None]]] = {}
         # (method, path suffix) -> [(fault, applied)] (see fail())
@@ -96,6 +100,28 @@ class FakeApi:
             if applied:
                 self._request(method, path, body, query)
             raise _FAULTS[fault]
+
+    def request_bytes(self, method: str, path: str, *, body: bytes | None = None,
+                      content_type: str = "application/json", accept: str = "application/json",
+                      timeout: float | None = None) -> bytes:
+        """Protobuf as far as the adapter uses it: GET of one object and PUT of it back.
+        The object is encoded with its spec and status as opaque JSON payloads; a PUT whose
+        spec bytes differ from the stored spec is refused, as the real server does."""
+        if method == "GET" and accept == protowire.CONTENT_TYPE:
+            obj = self.request("GET", path, timeout=timeout)
+            return _to_protobuf(obj)
+        if method == "PUT" and content_type == protowire.CONTENT_TYPE and body is not None:
+            with self.lock:
+                kind, ns, name, _sub = self._parse(path)
+                cur = self.objects[kind].get(f"{ns}/{name}" if ns else str(name))
+                if cur is not None and _spec_bytes(body) != _json(cur.get("spec")):
+                    raise ApiError(422, "Invalid", "spec: Invalid value: null: field is immutable")
+                obj = copy.deepcopy(cur or {})
+            obj.setdefault("metadata", {})["resourceVersion"] = protowire.resource_version(body)
+            obj["metadata"]["finalizers"] = protowire.finalizers(body)
+            self.protobuf_writes.append(path)
+            return json.dumps(self.request("PUT", path, body=obj, timeout=timeout)).encode()
+        raise AssertionError(f"unexpected {method} {path} as {content_type} / {accept}")
 
     def _failure(self, method: str, path: str) -> tuple[str, bool] | None:
         for (m, suffix), planned in self.failures.items():
@@ -235,6 +261,28 @@ class FakeApi:
         if typ == "DELETED":
             self.rv += 1
         self.history.append((self.rv, kind, typ, copy.deepcopy(obj)))
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _to_protobuf(obj: Mapping[str, Any]) -> bytes:
+    """metadata (name 1, namespace 3, resourceVersion 6, finalizers 14, and an opaque
+    field 17 standing for managedFields), spec 2 and status 3 as JSON payloads."""
+    field = protowire._len_field
+    meta = obj.get("metadata") or {}
+    encoded = field(1, meta.get("name", "").encode()) + field(3, meta.get("namespace", "").encode())
+    encoded += field(6, str(meta.get("resourceVersion", "")).encode())
+    encoded += b"".join(field(14, f.encode()) for f in meta.get("finalizers") or ())
+    encoded += field(17, b"managed")
+    raw = field(1, encoded) + field(2, _json(obj.get("spec"))) + field(3, _json(obj.get("status")))
+    return protowire.MAGIC + field(1, b"typemeta") + field(2, raw)
+
+
+def _spec_bytes(envelope: bytes) -> bytes:
+    raw = protowire._get(envelope[len(protowire.MAGIC):], 2)
+    return protowire._get(raw, 2)
 
 
 _FAULTS = {

@@ -74,9 +74,12 @@ def test_matching_keys_share_a_device_and_conflicting_keys_do_not(api: FakeApi) 
         assert DELETE_PROTECTION in c["metadata"]["finalizers"]
         assert [r["name"] for r in c["status"]["reservedFor"]] == [name]
         assert c["status"]["reservedFor"][0]["uid"] == f"uid-pod-{name}"
-    # claims are only ever patched: a PUT would send the spec back, which the server
-    # compares byte for byte (opaque parameters) and refuses as modified
-    assert not [p for m, p in api.requests if m == "PUT" and "/resourceclaims/" in p]
+    # the claim itself (its finalizer) is written only as protobuf: a JSON write sends the
+    # spec back, which the server compares byte for byte (opaque parameters); status by patch
+    main = [(m, p) for m, p in api.requests if m in ("PUT", "PATCH") and "/resourceclaims/" in p
+            and not p.endswith("/status")]
+    assert main and all(m == "PUT" for m, _p in main)
+    assert sorted(p for _m, p in main) == sorted(api.protobuf_writes)
     rows, _ = cluster_locks(api)
     locks = {r["device"]: r["lock"] for r in rows if r["status"] == "Locked"}
     assert locks[_devices(api, "default/a-nic")[0]] == {"subnet": "x"}

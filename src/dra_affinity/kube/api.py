@@ -95,6 +95,14 @@ class Api(Protocol):
         """The decoded JSON answer; raises :class:`ApiError` on a non-2xx status."""
         ...
 
+    def request_bytes(self, method: str, path: str, *, body: bytes | None = None,
+                      content_type: str = "application/json", accept: str = "application/json",
+                      timeout: float | None = None) -> bytes:
+        """One request with a body and an answer in any encoding (protobuf: see
+        :mod:`.protowire`), sent and returned byte for byte; :class:`ApiError` on a
+        non-2xx status."""
+        ...
+
     def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
         """Watch events (``{"type": ..., "object": ...}``) until the server ends the stream;
         raises :class:`ApiError` when the watch cannot start."""
@@ -121,14 +129,14 @@ class ClientApi:
         self.client = api_client
 
     def _send(self, method: str, path: str, body: Any, query: Mapping[str, str] | None,
-              content_type: str, timeout: Any) -> Any:
+              content_type: str, timeout: Any, accept: str = "application/json") -> Any:
         import urllib3
         from kubernetes.client.rest import RESTResponse
 
         request = self.client.param_serialize(
             method=method, resource_path=path,
             query_params=sorted((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            header_params={"Content-Type": content_type, "Accept": accept},
             body=None, auth_settings=["BearerToken"])
         try:
             if body is None:
@@ -136,7 +144,8 @@ class ClientApi:
             # Bodies are sent as compact JSON, as Go clients send them: the server keeps
             # opaque parameters (RawExtension) byte for byte and later compares them so
             # (a claim update whose parameters are spaced differently is "modified").
-            data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            data = body if isinstance(body, bytes) else \
+                json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
             t = (urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple)
                  else urllib3.Timeout(total=timeout))
             r = self.client.rest_client.pool_manager.request(
@@ -162,6 +171,20 @@ class ClientApi:
         if not 200 <= int(resp.status) < 300:
             raise _error_from(int(resp.status), str(resp.reason or ""), data)
         return json.loads(data) if data else None
+
+    def request_bytes(self, method: str, path: str, *, body: bytes | None = None,
+                      content_type: str = "application/json", accept: str = "application/json",
+                      timeout: float | None = None) -> bytes:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = self._send(method, path, body, None, content_type, timeout or 30.0, accept)
+            data: bytes = resp.read()
+        except ApiException as e:
+            raise ApiError(int(e.status or 0), str(e.reason or ""), str(e.body or "")) from None
+        if not 200 <= int(resp.status) < 300:
+            raise _error_from(int(resp.status), str(resp.reason or ""), data)
+        return data
 
     def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
         from kubernetes.client.exceptions import ApiException

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,6 +44,7 @@ from dra_affinity.api.podclaims import PODS, claim_key
 from dra_affinity.api.resource import RESERVED_FOR_MAX, DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.scheduler.view import Listener, WriteConflict, WriteFailed
 
+from . import protowire
 from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
 from .convert import ConversionError, object_key, to_model
 from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
@@ -359,6 +361,9 @@ class KubeView:
         # The write log (debug): audited against the Lease's renewals (the same clock).
         log.debug("write", extra={"fields": {"method": method, "path": path,
                                              "monotonic": time.monotonic()}})
+        if isinstance(body, bytes):
+            return json.loads(self.api.request_bytes(method, path, body=body,
+                                                     content_type=content_type))
         return self.api.request(method, path, body=body, content_type=content_type)
 
     # ================================================================== PreBind
@@ -421,13 +426,19 @@ class KubeView:
                             maybe_applied=touched)
 
     def _set_finalizers(self, raw: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
-        """The claim's finalizers, on the resourceVersion read (409 when it changed)."""
+        """The claim's finalizers, on the resourceVersion read (409 when it changed).
+
+        Read and written back as protobuf with only ``metadata.finalizers`` edited
+        (:mod:`.protowire`): a JSON-encoded write of the claim, even a patch of the
+        finalizers alone, is refused (422) for claims whose creator sent spaced JSON."""
         meta = raw.get("metadata") or {}
-        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                             "finalizers": finalizers}}
+        path = RESOURCES["ResourceClaim"].item(meta.get("name", ""), meta.get("namespace"))
+        current = self.api.request_bytes("GET", path, accept=protowire.CONTENT_TYPE)
+        if protowire.resource_version(current) != meta.get("resourceVersion"):
+            raise ApiError(409, "Conflict", "the claim changed since it was read")
         stored: dict[str, Any] = self._write(
-            "PATCH", RESOURCES["ResourceClaim"].item(meta.get("name", ""), meta.get("namespace")),
-            body=body, content_type=MERGE_PATCH, what=f"finalizers of claim {meta.get('name')}")
+            "PUT", path, body=protowire.with_finalizers(current, finalizers),
+            content_type=protowire.CONTENT_TYPE, what=f"finalizers of claim {meta.get('name')}")
         stored.setdefault("kind", "ResourceClaim")
         return stored
 
