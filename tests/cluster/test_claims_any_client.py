@@ -62,7 +62,7 @@ def test_claims_from_the_official_python_client_are_allocated(
 
     w = World(live, ns, nodes=1, nics=2)
     name = f"dra-affinity-{ns}"
-    resource = client.ResourceV1Api(control_plane.client)
+    resource: Any = client.ResourceV1Api(control_plane.client)  # dict bodies, as users send them
     # the official client sends json.dumps(body): spaced JSON
     resource.create_namespaced_resource_claim(ns, _claim_body(w, "py-nic", "x"))
     resource.create_namespaced_resource_claim_template(ns, {
