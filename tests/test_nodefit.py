@@ -113,10 +113,11 @@ def test_required_node_affinity_terms_or_expressions_and() -> None:
     assert verdict(p, node("n9", labels={"zone": "b"})) is None
 
 
-def test_preferred_affinity_and_pod_affinity_do_not_filter() -> None:
+def test_preferred_node_affinity_does_not_filter() -> None:
     p = pod(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 1, "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}]}})
-    assert placement_of(p) is NO_PLACEMENT
+    placement = placement_of(p)
+    assert placement.terms.soft and len(placement.terms.preferred_nodes) == 1
     assert verdict(p, node()) is None
 
 
@@ -181,7 +182,10 @@ def test_node_without_allocatable_is_not_resource_checked() -> None:
 def test_insufficient_message_lists_resources() -> None:
     n = node_facts(node(allocatable={"cpu": "1", "memory": "1Gi", "pods": "10"}))
     got = check_node(placement_of(pod(containers=[container(cpu="2", memory="2Gi")])), n, {}, {})
-    assert got == (reasons.INSUFFICIENT_NODE_RESOURCES, "node n1: insufficient cpu, memory")
+    assert got is not None
+    assert got[:2] == (reasons.INSUFFICIENT_NODE_RESOURCES, "node n1: insufficient cpu, memory")
+    assert got.plugin == "NodeResourcesFit"
+    assert got.reasons == ("Insufficient cpu", "Insufficient memory")
 
 
 # ------------------------------------------------------------------ usage

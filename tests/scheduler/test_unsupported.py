@@ -24,26 +24,15 @@ def with_spec(**spec: Any) -> Pod:
 
 
 @pytest.mark.parametrize(("spec", "fields"), [
-    ({"affinity": {"podAffinity": {REQUIRED: [TERM]}}}, [f"spec.affinity.podAffinity.{REQUIRED}"]),
-    ({"affinity": {"podAntiAffinity": {REQUIRED: [TERM]}}},
-     [f"spec.affinity.podAntiAffinity.{REQUIRED}"]),
-    ({"topologySpreadConstraints": [
-        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
-        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]},
-     ["spec.topologySpreadConstraints[1]"]),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}]},
-     ["spec.topologySpreadConstraints[0]"]),  # no whenUnsatisfiable: treated as the hard kind
-    ({"containers": [{"name": "a", "ports": [{"containerPort": 80}, {"containerPort": 8080,
-                                                                      "hostPort": 8080}]}]},
-     ["spec.containers[0].ports[1].hostPort"]),
-    ({"initContainers": [{"name": "s", "restartPolicy": "Always",
-                          "ports": [{"containerPort": 9, "hostPort": 9}]}]},
-     ["spec.initContainers[0].ports[0].hostPort"]),
     ({"volumes": [{"name": "cfg", "configMap": {"name": "c"}},
                   {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
                   {"name": "tmp", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
      ["spec.volumes[1].persistentVolumeClaim", "spec.volumes[2].ephemeral"]),
-    # Preferences only rank nodes: ignored, not refused.
+    # Evaluated by the placement filters (scheduler/placement/), or preferences only.
+    ({"affinity": {"podAffinity": {REQUIRED: [TERM]}, "podAntiAffinity": {REQUIRED: [TERM]}}}, []),
+    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                     "whenUnsatisfiable": "DoNotSchedule"}]}, []),
+    ({"containers": [{"name": "a", "ports": [{"containerPort": 8080, "hostPort": 8080}]}]}, []),
     ({"affinity": {"podAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": TERM}]},
                    "podAntiAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": TERM}]},
                    "nodeAffinity": {PREFERRED: [{"weight": 1, "preference": {}}]}}}, []),
@@ -58,14 +47,14 @@ def test_pod_with_unsupported_placement_fails_closed() -> None:
     """Never placed, one event naming the field, no claim written, no lock taken."""
     env = Env(nic_class(), meta_slice("node-1"), device_slice("node-1", ["eth1"]))
     env.apply(claim("p-nic", nic_params("subnet-X")))
-    env.apply(with_spec(affinity={"podAntiAffinity": {REQUIRED: [TERM]}}))
+    env.apply(with_spec(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]))
     a = env.scheduler.schedule("default/p")
     assert a.result is Result.UNRESOLVABLE and a.node is None
     assert [r.code for r in a.reasons] == [reasons.UNSUPPORTED_PLACEMENT]
-    assert f"spec.affinity.podAntiAffinity.{REQUIRED}" in a.message
+    assert "spec.volumes[0].persistentVolumeClaim" in a.message
     events = [e for e in env.scheduler.recorder.events if e.object == "Pod default/p"]
     assert [(e.reason, e.type) for e in events] == [("FailedScheduling", "Warning")]
-    assert f"spec.affinity.podAntiAffinity.{REQUIRED}" in events[0].message
+    assert "spec.volumes[0].persistentVolumeClaim" in events[0].message
     assert env.cluster.claim("default/p-nic").status.allocation is None  # type: ignore[union-attr]
     assert env.cluster.pod("default/p").spec.node_name is None  # type: ignore[union-attr]
     assert env.status(dev("node-1", "eth1")) == ("Clean", {})

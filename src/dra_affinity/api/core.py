@@ -1,4 +1,4 @@
-"""The parts of core/v1 Pod and Node that DRA scheduling reads.
+"""The parts of core/v1 Pod, Node and Namespace that scheduling reads.
 
 Real manifests carry many more PodSpec fields (containers, volumes, ...). They
 are accepted and kept as opaque data so a pod written for a cluster loads, but
@@ -79,6 +79,19 @@ class Node(TypedObject):
     api_version: Literal["v1"] = "v1"
     kind: Literal["Node"] = "Node"
     spec: NodeSpec = Field(default_factory=NodeSpec)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def namespace(self) -> str:  # cluster-scoped
+        return ""
+
+
+class Namespace(TypedObject):
+    """A namespace: its labels are what pod affinity's ``namespaceSelector`` selects."""
+
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Namespace"] = "Namespace"
+    spec: dict[str, Any] = Field(default_factory=dict)
     status: dict[str, Any] = Field(default_factory=dict)
 
     @property

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dra_affinity.api._yaml import dump_documents, read_documents
-from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.core import Namespace, Node, Pod
 from dra_affinity.api.errors import (
     MAX_DEPTH,
     MAX_INPUT_BYTES,
@@ -64,6 +64,7 @@ __all__ = [
 KINDS: dict[tuple[str, str], type[TypedObject]] = {
     ("v1", "Node"): Node,
     ("v1", "Pod"): Pod,
+    ("v1", "Namespace"): Namespace,
     ("resource.k8s.io/v1", "DeviceClass"): DeviceClass,
     ("resource.k8s.io/v1", "ResourceSlice"): ResourceSlice,
     ("resource.k8s.io/v1", "ResourceClaim"): ResourceClaim,

@@ -49,6 +49,7 @@ class Resource:
 
 
 RESOURCES: dict[str, Resource] = {
+    "Namespace": Resource("Namespace", "/api/v1", "namespaces", False),
     "Node": Resource("Node", "/api/v1", "nodes", False),
     "Pod": Resource("Pod", "/api/v1", "pods", True),
     "Event": Resource("Event", "/api/v1", "events", True),

@@ -32,7 +32,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
 
-from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.core import Namespace, Node, Pod
 from dra_affinity.api.io import validation_errors
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import (
@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 KIND_MODELS: dict[str, type[TypedObject]] = {
+    "Namespace": Namespace,
     "Node": Node,
     "Pod": Pod,
     "DeviceClass": DeviceClass,
@@ -61,10 +62,11 @@ KIND_MODELS: dict[str, type[TypedObject]] = {
     "ResourceClaimTemplate": ResourceClaimTemplate,
 }
 
-CLUSTER_SCOPED = frozenset({"Node", "DeviceClass", "ResourceSlice"})
+CLUSTER_SCOPED = frozenset({"Namespace", "Node", "DeviceClass", "ResourceSlice"})
 
 # Where each kind lives on the API server: (group/version path prefix, plural).
 API_VERSIONS: dict[str, str] = {
+    "Namespace": "v1",
     "Node": "v1",
     "Pod": "v1",
     "DeviceClass": "resource.k8s.io/v1",

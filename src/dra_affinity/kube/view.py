@@ -52,7 +52,7 @@ from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
 log = logging.getLogger("dra_affinity.kube.view")
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
-WATCHED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
+WATCHED_KINDS = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
 MAX_WRITE_ATTEMPTS = 5
 # The example taint of nodes whose pools declare sharing affinity (deploy/affinity-pools.yaml).
 AFFINITY_POOLS_TAINT = "dra-affinity.io/affinity-pools"
@@ -100,6 +100,7 @@ class KubeView:
         self._slices: list[ResourceSlice] | None = None
         self._claims: list[ResourceClaim] | None = None
         self._classes: dict[str, DeviceClass] | None = None
+        self._namespaces: dict[str, Mapping[str, str]] | None = None
         self._dropped_seen: set[tuple[str, str]] = set()
         self._problems_seen: dict[str, str] = {}
         # Slice name -> why its sharingAffinity bridge could not be read (slice_problems()).
@@ -229,6 +230,8 @@ class KubeView:
             self._claims = None
         elif kind == "DeviceClass":
             self._classes = None
+        elif kind == "Namespace":
+            self._namespaces = None
         if kind == "Pod":
             for fn in self.pod_listeners:
                 fn(old if isinstance(old, Pod) else None, new if isinstance(new, Pod) else None)
@@ -273,6 +276,11 @@ class KubeView:
         labels = dict(e.model.metadata.labels) if e is not None else {}
         labels.setdefault("kubernetes.io/hostname", name)
         return labels
+
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        if self._namespaces is None:
+            self._namespaces = {k: e.model.metadata.labels for k, e in self._store["Namespace"].items()}
+        return self._namespaces
 
     def slices(self) -> Sequence[ResourceSlice]:
         if self._slices is None:

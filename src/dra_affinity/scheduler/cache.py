@@ -24,6 +24,7 @@ from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
 
 from .nodefit import NodeFacts, NodeUsage, node_facts
+from .placement.index import PlacementIndex
 from .view import ClusterView
 
 SELECTOR_COST_BUDGET = 1_000_000
@@ -53,6 +54,22 @@ class SchedulerCache:
     # node can reject a pod outside DRA (the common case: Filter skips the node filters).
     _facts: dict[str, NodeFacts] = field(default_factory=dict)
     _facts_for: Snapshot | None = None
+    # Counts per topology domain over the bound pods (inter-pod affinity, spread); made
+    # on first use, for the current snapshot and usage.
+    _placement: PlacementIndex | None = None
+    _placement_for: Snapshot | None = None
+
+    def placement_index(self) -> PlacementIndex:
+        """The placement index of the current snapshot and node usage (made on first use
+        and kept up to date from pod events; remade when either is replaced)."""
+        snap = self.snapshot()
+        index = self._placement
+        if index is None or self._placement_for is not snap or index.usage is not self.usage:
+            if index is not None:
+                index.close()
+            index = self._placement = PlacementIndex(self.usage, snap.labels)
+            self._placement_for = snap
+        return index
 
     def node_facts(self) -> dict[str, NodeFacts]:
         """The non-trivial nodes' facts (taints, cordon, allocatable) of this snapshot."""

@@ -25,6 +25,7 @@ from dra_affinity.structured.extraction import ExtractionCache, ExtractionMemo, 
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 
 from .nodefit import NO_PLACEMENT, PlacementError, PodPlacement, placement_of
+from .placement.filters import PlacementCycle
 from .unsupported import unsupported_placement
 from .view import ClusterView
 
@@ -59,6 +60,10 @@ class CycleState:
     free_allowed: tuple[int, ...] | None = None
     # tolerations, required node affinity and resource requests (the node filters)
     placement: PodPlacement = NO_PLACEMENT
+    # inter-pod affinity and spread counts read for this pod (PreFilter; see filter.py)
+    placement_state: PlacementCycle | None = None
+    # NodeUsage.version when Filter ran (Reserve re-checks the node filters if it moved)
+    usage_version: int = -1
     # The one claim and (sub)request when the pod needs exactly one device: one
     # unallocated claim, one request with one way to satisfy it, count 1, not All, no
     # constraints. Then a node fits exactly when one of its devices does.

@@ -10,7 +10,7 @@ this scan chooses; they only skip work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dra_affinity.cel import OutcomeKind
@@ -26,24 +26,68 @@ from dra_affinity.structured.state import AllocatedState
 
 from .cache import SchedulerCache
 from .cycle import CycleState
-from .nodefit import NO_PLACEMENT, NodeFacts, check_node
+from .nodefit import NO_PLACEMENT, NodeFacts, Rejection, check_node
+from .placement import filters as placement_filters
+from .placement.filters import PlacementCycle
 
 FIRSTFIT, AFFINITY = "firstfit", "affinity"
 SCORING = (FIRSTFIT, AFFINITY)
 
 
+def placement_state(cache: SchedulerCache, cyc: CycleState) -> PlacementCycle | None:
+    """The pod's PreFilter state for PodTopologySpread and InterPodAffinity, read once per
+    cycle (again when pods were bound or removed since); None when neither can reject
+    a node: the pod has no such constraint and no bound pod has anti-affinity."""
+    usage = cache.usage
+    terms = cyc.placement.terms
+    if not (terms.spread or terms.affinity or terms.anti_affinity or usage.with_affinity):
+        return None
+    st = cyc.placement_state
+    if st is None or st.version != usage.version:
+        st = cyc.placement_state = placement_filters.prefilter(
+            cache.placement_index(), cyc.pod, cyc.placement, cache.view.namespaces(), cache.node_facts())
+    return None if st.empty else st
+
+
+def node_rejection(cache: SchedulerCache, cyc: CycleState, node: str, labels: Mapping[str, str]) -> Rejection | None:
+    """The node filters beside DRA, in upstream's order: NodeUnschedulable, TaintToleration,
+    NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread, InterPodAffinity."""
+    facts = cache.node_facts().get(node)
+    placement = cyc.placement
+    if facts is not None or placement is not NO_PLACEMENT:
+        usage = cache.usage
+        bad = check_node(placement, facts or NodeFacts(node), labels, usage.on(node),
+                         usage.ports.get(node) if placement.terms.ports else None)
+        if bad is not None:
+            return bad
+    st = placement_state(cache, cyc)
+    return None if st is None else placement_filters.check(st, node, labels)
+
+
+def placement_conflict(cache: SchedulerCache, cyc: CycleState) -> Reason | None:
+    """Reserve's re-check of the chosen node's filters beside DRA, when pods were bound
+    or removed since Filter (an earlier pod of the same batch): kube-scheduler sees each
+    assumed pod in the next cycle, so a batch must not place two pods where one fits."""
+    assert cyc.chosen is not None
+    if cyc.usage_version == cache.usage.version:
+        return None
+    node = cyc.chosen.node
+    bad = node_rejection(cache, cyc, node, cache.snapshot().labels.get(node, {}))
+    if bad is None:
+        return None
+    return Reason(reasons.RESERVE_CONFLICT, f"since Filter: {bad.message}", node)
+
+
 def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapshot,
                 state: AllocatedState, scoring: str,
                 devices: Sequence[DeviceInfo] | None = None) -> NodeResult:
-    """Filter for one pod on one node: the node filters (cordon, taints, node selector and
-    affinity, resources), claims allocated elsewhere, then the allocator over the node's
-    devices (or the ``devices`` a fast path narrowed to)."""
+    """Filter for one pod on one node: the node filters (:func:`node_rejection`), claims
+    allocated elsewhere, then the allocator over the node's devices (or the ``devices``
+    a fast path narrowed to)."""
     labels = snap.labels.get(node, {})
-    facts = cache.node_facts().get(node)
-    if facts is not None or cyc.placement is not NO_PLACEMENT:
-        bad = check_node(cyc.placement, facts or NodeFacts(node), labels, cache.usage.on(node))
-        if bad is not None:
-            return NodeResult(node, False, [], [Reason(bad[0], bad[1], node)])
+    bad = node_rejection(cache, cyc, node, labels)
+    if bad is not None:
+        return NodeResult(node, False, [], [Reason(bad.code, bad.message, node)])
     for c in cyc.allocated:
         sel = c.status.allocation.node_selector if c.status.allocation else None
         if sel is not None and not node_selector_matches(sel, node, labels):

@@ -56,7 +56,7 @@ from .cycle import Attempt, CycleState, prefilter
 from .fastpath import FastPaths
 from .fastpath.contentkey import ContentCache
 from .fastpath.filter import IndexedFilter
-from .filter import FIRSTFIT, SCORING, filter_node, full_scan
+from .filter import FIRSTFIT, SCORING, filter_node, full_scan, placement_conflict
 from .nodefit import NodeUsage
 from .reconstruct import Reconstructor
 from .reserve import allocation_rows, claim_statuses, refresh_claims, reserve
@@ -207,6 +207,7 @@ class Scheduler:
             if not snap.nodes:
                 cyc.node_reasons.append(Reason(reasons.NO_NODES, "no nodes in the cluster"))
             cyc.filtered_on = (snap, state, state.version)
+            cyc.usage_version = self.cache.usage.version
             if self.indexed.applies(cyc, state):
                 if self.indexed.find(cyc, snap, state, self.scoring):
                     return
@@ -233,7 +234,8 @@ class Scheduler:
             msg = _summary(len(self.snapshot().nodes), cyc.node_reasons)
             return self._failed(cyc.key, [*cyc.node_reasons], msg)
         node = cyc.chosen.node
-        conflict = refresh_claims(self.view, cyc) or reserve(self.state, self.snapshot(), cyc)
+        conflict = (refresh_claims(self.view, cyc) or placement_conflict(self.cache, cyc)
+                    or reserve(self.state, self.snapshot(), cyc))
         if conflict is not None:
             return self._failed(cyc.key, [conflict], f"Reserve failed on node {node}: {conflict.message}")
         claims, changes = claim_statuses(cyc, self.snapshot(), self.view.classes(), node)

@@ -79,6 +79,11 @@ class ClusterView(Protocol):
         """Every pod (those bound to a node count against its allocatable)."""
         ...
 
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """Namespace name -> its labels, for pod affinity's ``namespaceSelector`` (a
+        namespace without an object has no labels and no selector picks it)."""
+        ...
+
     def slices(self) -> Sequence[ResourceSlice]: ...
 
     def slice_problems(self) -> Mapping[str, str]:

@@ -34,6 +34,7 @@ from dra_affinity.api.resource import (
 )
 from dra_affinity.features import Features
 from dra_affinity.scheduler.build import replaced
+from dra_affinity.scheduler.placement.admission import merge_label_keys
 from dra_affinity.scheduler.view import Listener, WriteConflict
 from dra_affinity.sim.store import DEFAULT_HOT, ObjectStore
 from dra_affinity.validation.apiserver import admit
@@ -45,8 +46,9 @@ from dra_affinity.validation.sharing_affinity import (
 
 T = TypeVar("T", bound=TypedObject)
 
-CLUSTER_SCOPED = {"Node", "DeviceClass", "ResourceSlice"}
-KIND_ORDER = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
+CLUSTER_SCOPED = {"Namespace", "Node", "DeviceClass", "ResourceSlice"}
+KIND_ORDER = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim",
+              "Pod")
 #: Kinds that a large cluster holds by the hundred thousand and that are kept compact at
 #: rest (see :mod:`dra_affinity.sim.store`); the others are few and always typed.
 COMPACT_KINDS = frozenset({"Pod", "ResourceClaim"})
@@ -148,6 +150,9 @@ class Cluster:
     def pods(self) -> list[Pod]:
         return [p for p in self._objects["Pod"].values() if isinstance(p, Pod)]
 
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        return {k: dict(v.metadata.labels) for k, v in self._objects["Namespace"].items()}
+
     def slice_problems(self) -> dict[str, str]:
         """Slices whose bridge annotation does not validate (admission refuses a bad field,
         but, as on a real API server, not a bad annotation)."""
@@ -237,6 +242,8 @@ class Cluster:
             return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
         key = object_key(obj)
         old = self._objects[obj.kind].get(key)
+        if old is None and isinstance(obj, Pod):
+            obj = merge_label_keys(obj)  # the pod strategy's PrepareForCreate (never mutates obj)
         res = admit(obj, old, features=self.features, copy=not owned)
         if res.errors or res.object is None:
             return WriteResult(False, None, list(res.errors), list(res.warnings))

@@ -163,6 +163,9 @@ class FaultInjectingView:
     def pods(self) -> Sequence[Pod]:
         return self.cluster.pods()
 
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        return self.cluster.namespaces()
+
     def slices(self) -> Sequence[ResourceSlice]:
         return self.cluster.slices()
 

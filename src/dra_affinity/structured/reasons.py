@@ -53,6 +53,13 @@ NODE_UNSCHEDULABLE = "NodeUnschedulable"
 TAINT_NOT_TOLERATED = "TaintNotTolerated"
 NODE_AFFINITY_MISMATCH = "NodeAffinityMismatch"
 INSUFFICIENT_NODE_RESOURCES = "InsufficientNodeResources"
+HOST_PORT_CONFLICT = "HostPortConflict"
+# The plugins that count other pods (scheduler/placement/filters.py)
+TOPOLOGY_SPREAD_MISSING_LABEL = "TopologySpreadMissingLabel"
+TOPOLOGY_SPREAD_SKEW = "TopologySpreadSkew"
+POD_AFFINITY_MISMATCH = "PodAffinityMismatch"
+POD_ANTI_AFFINITY_MISMATCH = "PodAntiAffinityMismatch"
+EXISTING_POD_ANTI_AFFINITY = "ExistingPodAntiAffinity"
 # Malformed tolerations, node affinity or resource quantities (unresolvable).
 INVALID_POD_SPEC = "InvalidPodSpec"
 # Hard placement constraints this scheduler does not evaluate (scheduler/unsupported.py).

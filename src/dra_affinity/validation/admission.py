@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dra_affinity.api.core import Node, Pod, PodResourceClaim
+from dra_affinity.api.core import Namespace, Node, Pod, PodResourceClaim
 from dra_affinity.api.resource import (
     DeviceClass,
     ResourceClaim,
@@ -112,6 +112,11 @@ def validate_node(new: Node, old: Node | None = None) -> Errors:
     return validate_object_meta(new.metadata)
 
 
+def validate_namespace(new: Namespace, old: Namespace | None = None) -> Errors:
+    """A namespace needs valid metadata (its labels are what namespace selectors read)."""
+    return validate_object_meta(new.metadata)
+
+
 # ============================================================== dispatch
 def validate_object(obj: BaseModel, old: BaseModel | None = None) -> Errors:
     """Validate any supported object; ``old`` is the stored version on update."""
@@ -143,4 +148,5 @@ _VALIDATORS: dict[type[BaseModel], Callable[[Any, Any], Errors]] = {
     ResourceClaimTemplate: validate_resource_claim_template,
     Pod: validate_pod,
     Node: validate_node,
+    Namespace: validate_namespace,
 }

@@ -22,7 +22,7 @@ from dra_affinity.structured.state import AllocatedState
 
 from ..cache import SchedulerCache
 from ..cycle import CycleState
-from ..filter import AFFINITY, filter_node, rank_devices
+from ..filter import AFFINITY, filter_node, node_rejection, placement_state, rank_devices
 from . import FastPaths
 from .freeindex import FreeIndex
 from .nodeindex import NodeIndex, Verdicts
@@ -40,6 +40,8 @@ class IndexedFilter:
 
     def _drop(self, _snap: Snapshot) -> None:
         self._free = None
+        if self._nodes is not None:
+            self._nodes.close()
         self._nodes = None
 
     def free_index(self) -> FreeIndex:
@@ -52,6 +54,8 @@ class IndexedFilter:
     def node_index(self) -> NodeIndex:
         snap = self.cache.snapshot()
         if self._nodes is None or self._nodes.state is not self.cache.state:
+            if self._nodes is not None:
+                self._nodes.close()
             device_node: dict[str, str | None] = {}
             for n in snap.nodes:
                 for d in snap.by_node.get(n, []):
@@ -59,7 +63,9 @@ class IndexedFilter:
             for did, local in snap.node_local.items():
                 if not local:
                     device_node[did] = None
-            self._nodes = NodeIndex(snap.nodes, device_node, self.cache.state)
+            self._nodes = NodeIndex(snap.nodes, device_node, self.cache.state, self.cache.usage)
+        elif self._nodes.usage is not self.cache.usage:
+            self._nodes.listen(self.cache.usage)
         return self._nodes
 
     def warm(self) -> None:
@@ -85,6 +91,8 @@ class IndexedFilter:
         # scoring ranks nodes; the free index handles that for one-device requests.)
         sig = _signature(cyc) if free is None and self.switches.node_index and scoring != AFFINITY \
             else None
+        if sig is not None and placement_state(cache, cyc) is not None:
+            sig = None  # spread or inter-pod affinity: a node's verdict moves with pods anywhere
         if free is None and sig is None:
             return False
         bad = self.node_index().verdicts(sig, len(snap.devices)) if single and sig is not None else None
@@ -105,7 +113,11 @@ class IndexedFilter:
                 results[node] = res
                 return res.ok
             # One device decides: skip devices whose "not viable" verdict still
-            # holds; the first viable one is first-fit's choice.
+            # holds; the first viable one is first-fit's choice. A node the node
+            # filters reject records no device verdict (it is about the node, and a
+            # pod leaving it brings it back: NodeIndex hears of that).
+            if node_rejection(cache, cyc, node, snap.labels.get(node, {})) is not None:
+                return False
             kinds, vers = bad.kind, bad.version
             node_devs: Sequence[DeviceInfo] = snap.by_node.get(node, ())
             if scoring == AFFINITY:
@@ -200,8 +212,8 @@ def _signature(cyc: CycleState) -> str | None:
     """Content of what decides feasibility on a node; None when the index must not be used."""
     if cyc.allocated or not cyc.to_allocate:
         return None
-    if cyc.placement.requests:
-        return None  # resource fit changes with every pod bound or gone: nothing to memoize
+    if cyc.placement.depends_on_pods:
+        return None  # resources, ports, inter-pod terms change with every pod bound or gone
     parts = [cyc.placement.signature()]
     for c in cyc.claims:
         parts.append(c.spec.model_dump_json())

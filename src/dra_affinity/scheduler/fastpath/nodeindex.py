@@ -11,8 +11,10 @@ smallest position first. The chosen node is therefore exactly the one a full
 scan would choose; only the work is saved (tested against the full scan on
 random workloads).
 
-Any change that is not local to one node (slices, classes, a device visible
-from several nodes) resets the index.
+A node can also become feasible again when a pod bound to it goes (its
+``pods`` allocatable): the index listens to the node usage and queues such nodes
+the same way. Any change that is not local to one node (slices, classes, a
+device visible from several nodes) resets the index.
 """
 
 from __future__ import annotations
@@ -25,14 +27,20 @@ from dataclasses import dataclass, field
 
 from dra_affinity.structured.state import AllocatedState
 
+from ..nodefit import BoundPod, NodeUsage
+
 # Signatures tracked at once; an evicted one simply starts over from the first node.
 MAX_SIGNATURES = 512
+# Nodes freed by pods leaving, remembered until every cursor has seen them; beyond
+# this, cursors start over from the first node (always correct, only slower).
+MAX_FREED = 4096
 
 
 @dataclass
 class _Cursor:
     cursor: int = 0
     seen: int = 0
+    freed_seen: int = 0
     heap: list[int] = field(default_factory=list)
     queued: set[int] = field(default_factory=set)
     # device order -> (kind, version) at which it was found not viable; kind says which
@@ -58,13 +66,52 @@ class Verdicts:
 
 class NodeIndex:
     def __init__(self, nodes: list[str], device_node: Mapping[str, str | None],
-                 state: AllocatedState) -> None:
+                 state: AllocatedState, usage: NodeUsage | None = None) -> None:
         self.nodes = nodes
         self.pos = {n: i for i, n in enumerate(nodes)}
         self.device_node = device_node  # None: device visible from several nodes
         self.state = state
         self.cursors: OrderedDict[str, _Cursor] = OrderedDict()
         self.start_seq = state.change_seq
+        # Positions of nodes a bound pod left, in order; cursors read from freed_seen.
+        self.freed: list[int] = []
+        self.freed_base = 0  # how many entries were dropped from the front
+        self.usage: NodeUsage | None = None
+        if usage is not None:
+            self.listen(usage)
+
+    def listen(self, usage: NodeUsage) -> None:
+        """Hear of pods leaving nodes from ``usage`` (replacing any earlier one)."""
+        if self.usage is not None and self in self.usage.listeners:
+            self.usage.listeners.remove(self)
+        self.usage = usage
+        usage.listeners.append(self)
+        self._restart()
+
+    def close(self) -> None:
+        """Stop listening (the index is being replaced)."""
+        if self.usage is not None and self in self.usage.listeners:
+            self.usage.listeners.remove(self)
+
+    def pod_added(self, pod: BoundPod) -> None:
+        """A pod bound to a node only makes it fuller: nothing to revisit."""
+
+    def pod_removed(self, pod: BoundPod) -> None:
+        p = self.pos.get(pod.node)
+        if p is None:
+            return
+        if len(self.freed) >= MAX_FREED:
+            self._restart()
+        self.freed.append(p)
+
+    def _restart(self) -> None:
+        """Forget the freed log: every cursor starts over from the first node."""
+        self.freed_base += len(self.freed)
+        self.freed = []
+        for c in self.cursors.values():
+            c.cursor = 0
+            c.heap.clear()
+            c.queued.clear()
 
     def verdicts(self, signature: str, devices: int) -> Verdicts:
         """Per-device "not viable" memo for a signature (single-device requests)."""
@@ -76,7 +123,8 @@ class NodeIndex:
     def _cursor(self, signature: str) -> _Cursor:
         c = self.cursors.get(signature)
         if c is None:
-            c = self.cursors[signature] = _Cursor(seen=self.state.change_seq)
+            c = self.cursors[signature] = _Cursor(seen=self.state.change_seq,
+                                                  freed_seen=self.freed_base + len(self.freed))
             if len(self.cursors) > MAX_SIGNATURES:
                 self.cursors.popitem(last=False)
         else:
@@ -126,3 +174,13 @@ class NodeIndex:
                 heapq.heappush(c.heap, p)
                 c.queued.add(p)
         c.seen = state.change_seq
+        if c.freed_seen < self.freed_base:
+            c.cursor = 0  # its part of the log was dropped: start over
+            c.heap.clear()
+            c.queued.clear()
+        else:
+            for p in self.freed[c.freed_seen - self.freed_base:]:
+                if p < c.cursor and p not in c.queued:
+                    heapq.heappush(c.heap, p)
+                    c.queued.add(p)
+        c.freed_seen = self.freed_base + len(self.freed)
