@@ -3,7 +3,9 @@
 Two replicas schedule a stream of 200 pods over 6 subnets on shared NICs (standalone
 claims created with the official Python client and with kubectl, template claims).
 Seeded, the leader is killed with SIGKILL at 5 points of the stream (and started
-again), and once frozen with SIGSTOP past its Lease and woken with SIGCONT. When the
+again), once frozen with SIGSTOP past its Lease and woken with SIGCONT; kube-apiserver
+is killed with SIGKILL and restarted once, and etcd frozen for 20 s once (a replica
+that loses its Lease meanwhile exits and is started again). When the
 run settles, the invariants are checked through the API and ``locks --kubeconfig``:
 
 * no device holds claims of different subnets;
@@ -28,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from dra_affinity.kube.api import ApiError
 from kube.live import (
     Live,
     SchedulerProc,
@@ -55,6 +58,14 @@ def _leader(procs: list[SchedulerProc], live: Live, ns: str) -> SchedulerProc | 
     holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
     alive = [p for p in procs if p.proc is not None and p.proc.poll() is None]
     return next((p for p in alive if p.args[p.args.index("--identity") + 1] == holder), None)
+
+
+def _serving(live: Live) -> bool:
+    try:
+        live.api.request("GET", "/api/v1/namespaces/default", timeout=5)
+    except ApiError:
+        return False
+    return True
 
 
 def _fence_violations(proc: SchedulerProc) -> list[str]:
@@ -106,14 +117,46 @@ def test_chaos_kills_and_freezes_leave_no_violation(control_plane: Any, live: Li
     procs = [schedulers(identity="r1", extra=extra), schedulers(identity="r2", extra=extra)]
     every = list(procs)  # every process started, for the audit
     wait_until(lambda: _leader(procs, live, ns) is not None, 60, "a leader")
-    kill_at = sorted(rng.sample(range(20, PODS - 20), KILLS))
-    freeze_at = rng.randrange(20, PODS - 20)
+    points = rng.sample(range(20, PODS - 20), KILLS + 3)
+    kill_at, (freeze_at, apiserver_at, etcd_at) = set(points[:KILLS]), points[KILLS:]
     restarts = 0
+    plane = control_plane.plane
+
+    def component(which: str) -> Any:
+        return next(c for c in plane.components if c.name == which)
+
+    def replace_exited() -> None:
+        """Start a new process for each replica that exited (a Deployment would)."""
+        nonlocal restarts
+        for k, proc in enumerate(procs):
+            if proc.proc is not None and proc.proc.poll() is not None:
+                procs[k] = schedulers(identity=f"r{restarts + 3}", extra=extra)
+                every.append(procs[k])
+                restarts += 1
+
     for i, (p, s, how) in enumerate(plan):
         if how == "tmpl":
             w.pod(p, template=f"t-{s}", scheduler=name)
         else:
             w.pod(p, claim=f"{p}-nic", scheduler=name)
+        if i == apiserver_at:  # kill -9 and restart kube-apiserver mid-stream
+            time.sleep(rng.uniform(0.0, 1.0))
+            apiserver = component("kube-apiserver")
+            apiserver.process.kill()
+            apiserver.process.wait(30)
+            apiserver.start(tie_to_parent=plane.tie_to_parent)
+            wait_until(lambda: _serving(live), 120, "kube-apiserver back")
+            replace_exited()
+        if i == etcd_at:  # etcd frozen for 20 s
+            time.sleep(rng.uniform(0.0, 1.0))
+            etcd = component("etcd")
+            etcd.process.send_signal(signal.SIGSTOP)
+            try:
+                time.sleep(20)
+            finally:
+                etcd.process.send_signal(signal.SIGCONT)
+            wait_until(lambda: _serving(live), 120, "the API server answering again")
+            replace_exited()
         if i in kill_at or i == freeze_at:
             leader = wait_until(lambda: _leader(procs, live, ns), 60, "a leader")
             time.sleep(rng.uniform(0.0, 1.0))  # somewhere in the middle of an attempt
@@ -127,11 +170,7 @@ def test_chaos_kills_and_freezes_leave_no_violation(control_plane: Any, live: Li
                 assert any(r.get("msg", "").startswith("leadership lost") for r in leader.records())
             else:
                 leader.kill9()
-            # Start it again (a Deployment would): same identity, a fresh process.
-            started = schedulers(identity=f"r{restarts + 3}", extra=extra)
-            procs[procs.index(leader)] = started
-            every.append(started)
-            restarts += 1
+            replace_exited()
     pods = [p for p, _s, _h in plan]
     wait_until(lambda: all(live.node_of(ns, p) for p in pods), 240, "every pod bound")
 
@@ -161,5 +200,6 @@ def test_chaos_kills_and_freezes_leave_no_violation(control_plane: Any, live: Li
     assert not violations, violations
     writes = sum(1 for p in every for r in p.records() if r.get("msg") == "write")
     assert writes >= 2 * PODS  # the audit saw the run's writes (a claim and a binding per pod)
-    print(f"chaos: pods={PODS} subnets={len(SUBNETS)} kills={KILLS} freezes=1 "
+    print(f"chaos: pods={PODS} subnets={len(SUBNETS)} kills={KILLS} freezes=1 apiserver-kills=1 "
+          f"etcd-pauses=1 "
           f"restarts={restarts} locked={reconstructed} violations=0")
