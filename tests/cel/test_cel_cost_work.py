@@ -29,7 +29,7 @@ def test_semver_parse_is_charged_per_character_and_part(expression: str) -> None
     spent = cost(expression, {"s": LONG_PRE})
     assert spent >= semver_parse_cost(len(LONG_PRE), LONG_PRE.count("."))
     assert spent > 4_000  # cel-go: 1 for the parse, whatever its length
-    assert cost(expression, {"s": "1.2.3"}) < 10  # an ordinary version stays cheap
+    assert cost(expression, {"s": "1.2.3"}) <= 12  # an ordinary version stays cheap
 
 
 def test_version_comparison_is_charged_per_pre_release_part() -> None:

@@ -8,7 +8,7 @@ import pytest
 from cel_helpers import ev, ev_cost
 
 from dra_affinity.cel import EXTRACTOR_ENV, CELCompileError, CELEvalError
-from dra_affinity.cel.lib_time import Duration, Timestamp, parse_duration
+from dra_affinity.cel.lib_time import Duration, Timestamp, parse_cost, parse_duration
 
 T1 = "timestamp('2024-01-02T03:04:05Z')"
 T2 = "timestamp('2024-03-10T07:30:00.123456789+05:30')"
@@ -125,18 +125,20 @@ def test_parse_duration_rejects(text: str) -> None:
 
 
 def test_time_costs() -> None:
-    # 1 per call, operator and accessor, as cel-go (object.s: 2)
+    # 1 per operator and accessor, as cel-go (object.s: 2); a parse from a string costs
+    # 1 + 2 per character, beyond cel-go's 1 (its work grows with the string)
     act = {"object": {"s": "2024-01-02T03:04:05Z", "d": "1h"}}
-    assert ev_cost("timestamp(object.s).getHours()", act)[1] == 2 + 1 + 1
-    assert ev_cost("timestamp(object.s) + duration(object.d)", act)[1] == 2 + 1 + 2 + 1 + 1
-    assert ev_cost("timestamp(object.s) < timestamp(object.s)", act)[1] == 2 + 1 + 2 + 1 + 1
-    # beyond cel-go: a long string costs its parse
+    ts, du = parse_cost(20), parse_cost(2)
+    assert (ts, du) == (41, 5)
+    assert ev_cost("timestamp(object.s).getHours()", act)[1] == 2 + ts + 1
+    assert ev_cost("timestamp(object.s) + duration(object.d)", act)[1] == 2 + ts + 2 + du + 1
+    assert ev_cost("timestamp(object.s) < timestamp(object.s)", act)[1] == 2 + ts + 2 + ts + 1
     long = {"object": {"s": "1" * 1000 + "s"}}
     # duration('1s') of a literal is evaluated when compiling: free at run time
-    assert ev_cost("duration(object.s) == duration('1s')", {"object": {"s": "1s"}})[1] == 2 + 1 + 0 + 1
+    assert ev_cost("duration(object.s) == duration('1s')", {"object": {"s": "1s"}})[1] == 2 + 5 + 0 + 1
     with pytest.raises(CELEvalError) as info:
         ev("duration(object.s)", long["object"])
-    assert info.value.cost == 2 + 1 + 91
+    assert info.value.cost == 2 + 1 + 2002  # charged before the parse fails
 
 
 def test_time_cost_within_estimate() -> None:

@@ -575,9 +575,22 @@ def to_string(x: Any) -> str:
     return x.rfc3339() if type(x) is Timestamp else x.seconds_text()
 
 
+#: Units per character of a timestamp or duration parsed from a string: the parse reads
+#: each character in Python, about 0.3 us per character of a duration made of many
+#: parts (``"1ns" * 33``), where Kubernetes charges 1 whatever the length; at 2 a
+#: unit stays within 3 times what a comprehension's unit costs
+#: (benchmarks/cel_unit_cost.py).
+PARSE_COST_PER_CHAR: Final = 2
+
+
+def parse_cost(length: int) -> int:
+    """``timestamp(s)`` / ``duration(s)`` of a string of ``length`` characters."""
+    return 1 + math.ceil(length * PARSE_COST_PER_CHAR)
+
+
 def _parse_cost(args: tuple[object, ...]) -> int:
     s = args[0]
-    return 1 + (math.ceil((len(s) - 100) * 0.1) if type(s) is str and len(s) > 100 else 0)
+    return parse_cost(len(s)) if type(s) is str else 1
 
 
 def _one(_args: tuple[object, ...]) -> int:
@@ -608,8 +621,7 @@ TIME_FUNCTIONS: Final = (
 def estimate(name: str, sizes: list[int]) -> tuple[int, int] | None:
     """Static (cost, result size) of a call, from its operands' size bounds."""
     if name in ("timestamp", "duration"):
-        n0 = sizes[0] if sizes else 1
-        return 1 + max(0, math.ceil((n0 - 100) * 0.1)), 1
+        return parse_cost(sizes[0] if sizes else 1), 1
     if name in {a[0] for a in _ACCESSORS}:
         return 1, 1
     return None

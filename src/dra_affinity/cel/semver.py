@@ -12,9 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+import re2
+
 _NUMBERS: Final = frozenset("0123456789")
 _ALNUM: Final = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-")
 _UINT64_MAX: Final = 2**64 - 1
+# Valid dot-separated identifiers, checked in one linear pass (RE2); anything else takes
+# the identifier-by-identifier path, which names the first fault.
+_VALID_PRE: Final = re2.compile(
+    r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*")
+_VALID_BUILD: Final = re2.compile(r"[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*")
 
 
 def _parse_number(part: str, what: str, s: str) -> int:
@@ -60,7 +67,7 @@ class Semver:
         if "+" in patch_str:
             patch_str, _, build_str = patch_str.partition("+")
             build = tuple(build_str.split("."))
-            for b in build:
+            for b in () if _VALID_BUILD.fullmatch(build_str) else build:
                 if not b:
                     raise ValueError(f"invalid semver {s!r}: build meta data is empty")
                 if not set(b) <= _ALNUM:
@@ -72,6 +79,9 @@ class Semver:
             pre_strs = pre_str.split(".")
         patch = _parse_number(patch_str, "patch", s)
         pre: list[int | str] = []
+        if pre_strs and _VALID_PRE.fullmatch(pre_str):
+            return cls(major, minor, patch,
+                       tuple(int(p) if p.isdigit() else p for p in pre_strs), build)
         for p in pre_strs:
             if not p:
                 raise ValueError(f"invalid semver {s!r}: prerelease is empty")
