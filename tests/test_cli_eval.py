@@ -191,3 +191,28 @@ def test_unquoted_date_in_opaque_parameters_evaluates_and_validates(tmp_path: Pa
     assert code == 0, out
     code, out = run("validate", str(c))
     assert code == 0, out
+
+
+def test_claim_admission_refuses_is_an_input_error(tmp_path: Path) -> None:
+    """A claim the API server would refuse never reaches a scheduler: eval says why, by
+    file, object and field, instead of evaluating it. Here YAML aliases expand one small
+    list into parameters far over the size limit."""
+    s = write(tmp_path / "slices.yaml", meta_slice(), device_slice())
+    row = "x" * 1000
+    text = (
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n"
+        "metadata: {name: big, namespace: default}\n"
+        "spec:\n  devices:\n"
+        "    requests: [{name: nic, exactly: {deviceClassName: shared-nic}}]\n"
+        "    config:\n    - opaque:\n        driver: " + DRIVER + "\n"
+        "        parameters:\n"
+        f"          a: &a [{row}, {row}, {row}, {row}]\n"
+        "          b: [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "          subnetID: s\n"
+    )
+    c = tmp_path / "claim.yaml"
+    c.write_text(text)
+    code, out = run("eval", "--slice", s, "--claim", str(c))
+    assert code == 2
+    assert "claim.yaml" in out and 'ResourceClaim "big"' in out
+    assert "spec.devices.config[0].opaque.parameters" in out

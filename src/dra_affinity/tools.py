@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dra_affinity.api.io import (
     Document,
@@ -61,9 +61,23 @@ def load_kinds(paths: Iterable[str]) -> list[tuple[Document, TypedObject]]:
 
 
 
+TypedObjectT = TypeVar("TypedObjectT", bound=TypedObject)
+
+
 def load_one(path: str, kind: type[TypedObject]) -> list[TypedObject]:
     """Objects of one kind from a manifest or scenario file (Scenario documents skipped)."""
     return [o for _, o in load_kinds([path]) if isinstance(o, kind)]
+
+
+def admitted(path: str, obj: TypedObjectT) -> TypedObjectT:
+    """``obj`` when the API server would admit it; otherwise ``ManifestError`` naming the
+    file, the object and every field admission refuses. A tool evaluates only what a
+    cluster could hold (a claim whose configs exceed their size limit never reaches a
+    scheduler)."""
+    errors = validate_object(obj)
+    if errors:
+        raise ManifestError(path, errors, object_ref=f'{obj.kind} "{obj.metadata.name}"')
+    return obj
 
 
 def claim_from(path: str, name: str | None = None) -> ResourceClaim:

@@ -52,13 +52,14 @@ def eval_cmd(slice_files: tuple[str, ...], claim_file: str, class_files: tuple[s
       dra-affinity eval --slice slices.yaml --claim claim.yaml --request nic
     """
     from dra_affinity.api.resource import DeviceClass, ResourceSlice
-    from dra_affinity.tools import claim_from, evaluate_extractors, load_one
+    from dra_affinity.tools import admitted, claim_from, evaluate_extractors, load_one
     from dra_affinity.validation.sharing_affinity import SHARING_AFFINITY_ANNOTATION
 
     try:
         slices = [s for f in slice_files for s in load_one(f, ResourceSlice)]
-        classes = [c for f in class_files for c in load_one(f, DeviceClass)]
-        claim = claim_from(claim_file, claim_name)
+        # the claim and classes as admission lets them reach a scheduler
+        classes = [admitted(f, c) for f in class_files for c in load_one(f, DeviceClass)]
+        claim = admitted(claim_file, claim_from(claim_file, claim_name))
     except ManifestError as e:
         _fail_input(e)
     try:
