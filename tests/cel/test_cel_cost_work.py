@@ -9,7 +9,12 @@ import tracemalloc
 
 import pytest
 
-from dra_affinity.cel import EXTRACTOR_ENV, SHARING_AFFINITY_CEL_MAX_COST, CELCostExceeded
+from dra_affinity.cel import (
+    EXTRACTOR_ENV,
+    SHARING_AFFINITY_CEL_MAX_COST,
+    CELCostExceeded,
+    CELEvalError,
+)
 from dra_affinity.cel.library import semver_parse_cost
 
 BUDGET = SHARING_AFFINITY_CEL_MAX_COST
@@ -67,3 +72,12 @@ def test_flatten_keeps_cel_gos_charge_for_small_inner_lists() -> None:
     assert cost("object.l.flatten().size()", {"l": [[1, 2], [3], [4, 5, 6]]}) == 2 + 3 + 11 + 1
     spent = cost("object.l.flatten().size()", {"l": [list(range(100))] * 10})
     assert spent >= (1_000 - 10) // 2
+
+
+@pytest.mark.parametrize("fn", ["int", "uint", "double"])
+def test_number_parse_is_charged_per_character(fn: str) -> None:
+    digits = "1" * 9_800  # out of range: charged before the parse fails
+    with pytest.raises(CELEvalError) as err:
+        EXTRACTOR_ENV.compile(f"{fn}(object.d)").evaluate({"object": {"d": digits}}, BUDGET)
+    assert err.value.cost >= 980
+    assert cost(f"{fn}(object.d) == {fn}(object.d)", {"d": "12"}) == 2 + 1 + 2 + 1 + 1

@@ -378,6 +378,8 @@ class Estimator:
             return base + cost, Sz(size, w=w)
         if name in ("quantity", "isQuantity"):
             return base + str_cost(n0), SCALAR
+        if name in ("int", "uint", "double", "bool") and t0 in ("string", "dyn"):
+            return base + max(1, str_cost(n0)), SCALAR
         if name in ("semver", "isSemver"):
             # a version's size: its pre-release identifiers, at most one per character
             return base + semver_parse_cost(n0, n0), Sz(n0) if name == "semver" else SCALAR
