@@ -1,6 +1,7 @@
-// Command oracle answers allocation and CEL questions with the upstream
-// Kubernetes 1.37 libraries, so that dra-affinity's Python implementation can
-// be compared against them (differentially) case by case.
+// Command oracle answers allocation, CEL and placement questions with the
+// upstream Kubernetes 1.37 libraries and kube-scheduler's own plugins, so that
+// dra-affinity's Python implementation can be compared against them
+// (differentially) case by case.
 //
 // Protocol: one JSON request per line on stdin, one JSON answer per line on
 // stdout, in order. The process serves requests until stdin is closed, so a
@@ -70,10 +71,12 @@ func handle(line []byte) (answer map[string]any) {
 		result, err = handleAllocate(line)
 	case "cel":
 		result, err = handleCEL(line)
+	case "placement":
+		result, err = handlePlacement(line)
 	case "ping":
 		result = map[string]any{"pong": true}
 	default:
-		err = fmt.Errorf("unknown op %q (want allocate, cel or ping)", req.Op)
+		err = fmt.Errorf("unknown op %q (want allocate, cel, placement or ping)", req.Op)
 	}
 	if err != nil {
 		return map[string]any{"id": req.ID, "fatal": err.Error()}

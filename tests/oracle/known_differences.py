@@ -231,3 +231,7 @@ ALLOCATE_KNOWN: list[Known] = [
             re.search(r"CEL runtime error", f.attrs["upstream"].message)),
     ),
 ]
+
+
+# ============================================================== placement
+PLACEMENT_KNOWN: list[Known] = []

@@ -313,3 +313,62 @@ def allocate_ours(problem: Mapping[str, Any]) -> AllocOutcome:
                 for r in claim.status.allocation.devices.results]
         allocs.append(tuple(_choice(r) for r in rows))
     return AllocOutcome("allocated", tuple(allocs))
+
+
+# ============================================================== placement
+@dataclass(frozen=True)
+class PlacementOutcome:
+    """Feasible nodes (sorted), and per rejected node its first failing plugin and that
+    plugin's FitError reasons; ``error`` when the problem could not be set up."""
+
+    feasible: tuple[str, ...]
+    rejected: Mapping[str, tuple[str, tuple[str, ...]]]
+    error: str = ""
+
+
+def placement_ours(problem: Mapping[str, Any]) -> PlacementOutcome:
+    """Run one placement problem (the oracle's ``placement`` request) through our
+    scheduler: an in-memory cluster with the namespaces, nodes and bound pods, the
+    incoming pod created there, then PreFilter once and every node's filters beside
+    DRA (what Filter runs before the allocator)."""
+    from dra_affinity.api.core import Namespace, Node, Pod
+    from dra_affinity.scheduler.filter import node_rejection
+    from dra_affinity.scheduler.scheduler import Scheduler
+    from dra_affinity.sim.cluster import Cluster
+    from dra_affinity.structured.model import Abort
+
+    cluster = Cluster()
+    objects: list[tuple[Any, Mapping[str, Any]]] = [(Namespace, n) for n in problem["namespaces"]]
+    objects += [(Node, n) for n in problem["nodes"]]
+    objects += [(Pod, p) for p in problem["pods"]]
+    objects.append((Pod, problem["pod"]))
+    for model, body in objects:
+        res = cluster.apply(model.model_validate(body))
+        if not res.applied:
+            name = body["metadata"]["name"]
+            return PlacementOutcome((), {}, f"{body['kind']} {name}: " + "; ".join(e.render() for e in res.errors))
+    sched = Scheduler(cluster)
+    sched.start()
+    incoming = problem["pod"]["metadata"]
+    pod = cluster.pod(f"{incoming['namespace']}/{incoming['name']}")
+    assert pod is not None
+    try:
+        cyc = sched.prefilter(pod)
+    except Abort as a:
+        return PlacementOutcome((), {}, f"{a.result.value}: {a.reason.message}")
+    cache = sched.cache
+    snap = cache.snapshot()
+    feasible = []
+    rejected = {}
+    for node in snap.nodes:
+        bad = node_rejection(cache, cyc, node, snap.labels.get(node, {}))
+        if bad is None:
+            feasible.append(node)
+        else:
+            rejected[node] = (bad.plugin, bad.reasons)
+    return PlacementOutcome(tuple(sorted(feasible)), rejected)
+
+
+def placement_oracle_outcome(answer: Mapping[str, Any]) -> PlacementOutcome:
+    rejected = {n: (r["plugin"], tuple(r["reasons"] or ())) for n, r in (answer.get("rejected") or {}).items()}
+    return PlacementOutcome(tuple(sorted(answer.get("feasible") or ())), rejected)

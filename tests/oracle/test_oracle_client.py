@@ -56,6 +56,9 @@ def test_ping_and_request_ids(oracle: Oracle) -> None:
     ({"op": "allocate", "claims": []}, "node is required"),
     ({"op": "allocate", "node": {}, "claims": [None]}, r"claims\[0\] is null"),
     ({"op": "cel", "expression": "1", "object": {"a": 1e999}}, "object"),
+    ({"op": "placement", "nodes": []}, "without pod"),
+    ({"op": "placement", "nodes": [None], "pod": {}}, r"nodes\[0\] is null"),
+    ({"op": "placement", "pods": [{"metadata": {"name": "x"}}], "pod": {}}, "not bound"),
 ])
 def test_malformed_requests_raise_and_the_process_survives(
     oracle: Oracle, request_: dict[str, object], message: str
@@ -63,6 +66,25 @@ def test_malformed_requests_raise_and_the_process_survives(
     with pytest.raises(OracleError, match=message):
         oracle.request(request_)
     assert oracle.request({"op": "ping"})["pong"] is True
+
+
+def test_placement_answers_the_default_profile(oracle: Oracle) -> None:
+    """The framework the oracle builds is kube-scheduler's default profile: its filter
+    order and score weights, and a rejection names the plugin with its FitError reason."""
+    node = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "spec": {"unschedulable": True}, "status": {"allocatable": {"cpu": "1", "pods": "10"}}}
+    free = {"metadata": {"name": "n2", "labels": {"kubernetes.io/hostname": "n2"}},
+            "status": {"allocatable": {"cpu": "1", "pods": "10"}}}
+    pod = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": [{"name": "c"}]}}
+    a = oracle.request({"op": "placement", "nodes": [node, free], "pod": pod})
+    assert a["filterPlugins"] == ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
+                                  "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"]
+    assert a["weights"] == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
+                            "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1}
+    assert a["feasible"] == ["n2"]
+    assert a["rejected"] == {"n1": {"plugin": "NodeUnschedulable", "code": "UnschedulableAndUnresolvable",
+                                    "reasons": ["node(s) were unschedulable"]}}
+    assert set(a["scores"]["n2"]) <= set(a["weights"])
 
 
 def test_cel_error_classes_and_values(oracle: Oracle) -> None:
