@@ -22,14 +22,14 @@ from pathlib import Path
 
 from dra_affinity.api import podclaims
 from dra_affinity.features import Features
-from dra_affinity.scheduler import build, reserve
+from dra_affinity.scheduler import reserve
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import Arrival, WorkloadSpec, pod_objects, stream
 
 from dra_affinity.bench.throughput import build_cluster  # isort: skip
 
-PACKAGE = Path(build.__file__).resolve().parents[1]
+PACKAGE = Path(reserve.__file__).resolve().parents[1]
 OWN = tuple(str(PACKAGE / d) + "/" for d in ("scheduler", "structured", "observe", "cel"))
 
 
@@ -40,8 +40,7 @@ def _lines(fn: object) -> tuple[str, range]:
 
 # Code that builds the API objects the store keeps (counted with the store, not here).
 API_BUILDERS = [_lines(f) for f in (reserve.claim_statuses, reserve.allocation_config,
-                                    podclaims.reservation, reserve.allocation_rows,
-                                    build.built, build.replaced)]
+                                    podclaims.reservation, reserve.allocation_rows)]
 
 
 def _own(tb: tracemalloc.Traceback) -> bool:

@@ -17,6 +17,7 @@ from dra_affinity.api.io import (
     parse_object,
     read_paths,
 )
+from dra_affinity.api.keys import namespaced_key
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import (
     DeviceClass,
@@ -33,7 +34,7 @@ from dra_affinity.cel import (
 )
 from dra_affinity.scheduler.explain import explain_pod
 from dra_affinity.sim.runner import Simulation
-from dra_affinity.sim.scenario import Scenario, _pod_key
+from dra_affinity.sim.scenario import Scenario
 from dra_affinity.structured import reasons
 from dra_affinity.structured.extraction import scoped_configs
 from dra_affinity.structured.pools import Pool, gather_pools
@@ -297,7 +298,7 @@ def run_until(scenario: Scenario, at_step: int | None) -> Simulation:
 
 def explain(sim: Simulation, pod_ref: str) -> dict[str, Any]:
     """Why a pod does or does not fit each candidate device on each node, now."""
-    key = _pod_key(pod_ref)
+    key = namespaced_key(pod_ref)
     try:
         return explain_pod(sim.scheduler, key)
     except KeyError:

@@ -139,7 +139,8 @@ def _variants(claim: ResourceClaim, pod: Pod) -> list[tuple[Any, Any]]:
         p.spec.resource_claims = []
 
     def fewer_set(p: Any) -> None:
-        p.metadata.__pydantic_fields_set__.discard("generation")  # other set fields
+        m = p.metadata  # other set fields
+        p.metadata = m.model_construct(m.model_fields_set - {"generation"}, **dict(m))
 
     def share(p: Any) -> None:
         p.spec.containers = pod.spec.containers  # a part held elsewhere too: a leaf
@@ -166,20 +167,16 @@ def _variants(claim: ResourceClaim, pod: Pod) -> list[tuple[Any, Any]]:
     def deallocated(c: Any) -> None:
         c.status.allocation = None  # a sub-model made None
 
-    # Through __dict__, so that nothing else (the set fields) changes with it.
+    # The same set fields, so that nothing else changes with the value.
     def set_a_none(p: Any) -> None:
-        assert p.metadata.generate_name is None
-        p.metadata.__dict__["generate_name"] = "x"  # None made a scalar
+        m = p.metadata
+        assert m.generate_name is None  # None made a scalar
+        p.metadata = m.model_construct(set(m.model_fields_set), **{**dict(m), "generate_name": "x"})
 
     def fill_an_empty_list(p: Any) -> None:
-        assert p.metadata.finalizers == []
-        p.metadata.__dict__["finalizers"] = ["x"]
-
-    def reorder_fields(p: Any) -> None:
-        fields = list(p.metadata.__dict__.items())
-        assert [k for k, _ in fields[:3]] == ["name", "generate_name", "namespace"]
-        fields[0], fields[2] = fields[2], fields[0]  # two strings: the types still line up
-        object.__setattr__(p.metadata, "__dict__", dict(fields))
+        m = p.metadata
+        assert m.finalizers == []
+        p.metadata = m.model_construct(set(m.model_fields_set), **{**dict(m), "finalizers": ["x"]})
 
     def another_class(p: Any) -> None:
         p.metadata = _OtherMeta.model_validate(p.metadata.to_dict())  # same fields
@@ -192,7 +189,7 @@ def _variants(claim: ResourceClaim, pod: Pod) -> list[tuple[Any, Any]]:
 
     pairs = [changed(own_pod, f) for f in (
         rename, with_label, unset_node, longer_list, empty_list, fewer_set, share, int_for_str,
-        set_a_none, fill_an_empty_list, reorder_fields, another_class)]
+        set_a_none, fill_an_empty_list, another_class)]
     pairs += [changed(pod, f) for f in (drop_a_shared_part, share_an_empty_list)]
     pairs += [changed(own_claim, f) for f in (rename, model_for_str, capacity_keys,
                                               no_reservations, deallocated)]
@@ -349,14 +346,14 @@ def test_a_status_write_needs_the_claim_as_it_was_read() -> None:
     assert cluster.claim("default/p-nic") is None
 
 
-def test_an_owned_write_stores_the_object_itself_and_changes_none_of_its_parts() -> None:
+def test_an_owned_write_shares_the_objects_parts_and_changes_none_of_them() -> None:
     cluster = Cluster()
     claim, _ = pod_objects("pod-o", 1)
     meta, spec = claim.metadata, claim.spec
     meta_before, spec_before = meta.to_dict(), spec.to_dict()
     assert cluster.apply(claim, owned=True).applied
     stored = cluster.claim("default/pod-o-nic")
-    assert stored is claim and stored.spec is spec  # handed over: not copied
+    assert stored is not None and stored.spec is spec  # handed over: parts not copied
     assert stored.metadata.uid and stored.metadata.resource_version == "1"
     # The API server's metadata is new: the metadata handed over (it may be shared, as a
     # prototype's parts are) is as it was, and so is every other part.

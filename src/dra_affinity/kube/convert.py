@@ -32,6 +32,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
 
+from dra_affinity.api import keys
 from dra_affinity.api.core import Namespace, Node, Pod
 from dra_affinity.api.io import validation_errors
 from dra_affinity.api.meta import TypedObject
@@ -62,9 +63,7 @@ KIND_MODELS: dict[str, type[TypedObject]] = {
     "ResourceClaimTemplate": ResourceClaimTemplate,
 }
 
-CLUSTER_SCOPED = frozenset({"Namespace", "Node", "DeviceClass", "ResourceSlice"})
-
-# Where each kind lives on the API server: (group/version path prefix, plural).
+# Each kind's apiVersion (its group/version on the API server).
 API_VERSIONS: dict[str, str] = {
     "Namespace": "v1",
     "Node": "v1",
@@ -90,12 +89,9 @@ class Converted:
 
 
 def object_key(kind: str, raw: Mapping[str, Any]) -> str:
-    """``namespace/name`` for namespaced kinds, ``name`` for cluster-scoped ones."""
+    """The store key (:mod:`dra_affinity.api.keys`) of an object as the server sent it."""
     meta = raw.get("metadata") or {}
-    name = str(meta.get("name", ""))
-    if kind in CLUSTER_SCOPED:
-        return name
-    return f"{meta.get('namespace') or 'default'}/{name}"
+    return keys.object_key(kind, str(meta.get("name", "")), meta.get("namespace"))
 
 
 def to_model(kind: str, raw: Mapping[str, Any]) -> Converted:

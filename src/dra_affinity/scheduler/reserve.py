@@ -40,7 +40,6 @@ from dra_affinity.structured.nodes import selector_for_node
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState, Number, Share
 
-from .build import built, replaced
 from .cache import ResultTuple
 from .cycle import CycleState
 from .view import ClusterView
@@ -120,14 +119,7 @@ def _recheck(state: AllocatedState, snap: Snapshot, node: str,
         if keys is not None:
             did = d.id
             st = affinity_states.get(did, CLEAN)
-            # The common cases inline: still clean (and not picked by an earlier share
-            # of this pod), or still locked to these very keys.
-            status = st.status
-            if (status is AffinityStatus.CLEAN and did not in pending) or \
-                    (status is AffinityStatus.LOCKED and st.locked_affinity is keys):
-                pending.setdefault(did, keys)
-                continue
-            verdict = check_lock(st, keys, pending.get(did) if pending else None)
+            verdict = check_lock(st, keys, pending.get(did))
             if verdict is Lock.UNKNOWN:
                 return Reason(reasons.RESERVE_CONFLICT, f"device {d.id} became Unreconstructable since Filter",
                               node, d.id)
@@ -168,21 +160,19 @@ def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, Device
             changes.add(ckey)
             shares = by_claim[ckey]
             # Every part is valid already (names from admitted slices and claims, amounts
-            # from the allocator's plan): assembled without validating again.
-            results = [built(
-                DeviceRequestAllocationResult,
+            # from the allocator's plan): constructed without validating again.
+            results = [DeviceRequestAllocationResult.model_construct(
                 request=s.request, driver=s.device.driver, pool=s.device.pool, device=s.device.name,
                 share_id=s.share_id, consumed_capacity=dict(s.consumed)) for s in shares]
             config = allocation_config(c, shares, classes)
             local = all(snap.node_local.get(s.device.id, False) for s in shares)
-            alloc = built(
-                AllocationResult,
-                devices=built(DeviceAllocationResult, results=results, config=config),
+            alloc = AllocationResult.model_construct(
+                devices=DeviceAllocationResult.model_construct(results=results, config=config),
                 node_selector=selector_for_node(node) if local and shares else None)
-            status = replaced(c.status, reserved_for=reserved, allocation=alloc)
+            status = c.status.model_copy(update={"reserved_for": reserved, "allocation": alloc})
         else:
-            status = replaced(c.status, reserved_for=reserved)
-        written.append(replaced(c, status=status))
+            status = c.status.model_copy(update={"reserved_for": reserved})
+        written.append(c.model_copy(update={"status": status}))
     return written, frozenset(changes)
 
 
@@ -208,15 +198,15 @@ def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
             continue
         for cfg in dclass.spec.config:
             if cfg.opaque is not None:
-                out.append(built(DeviceAllocationConfiguration, source="FromClass",
-                                 requests=by_class[cls_name], opaque=cfg.opaque))
+                out.append(DeviceAllocationConfiguration.model_construct(
+                    source="FromClass", requests=by_class[cls_name], opaque=cfg.opaque))
     for ccfg in c.spec.devices.config:
         if ccfg.opaque is None:
             continue
         if ccfg.requests and not any(in_scope(ccfg.requests, r) for r in used):
             continue
-        out.append(built(DeviceAllocationConfiguration, source="FromClaim",
-                         requests=list(ccfg.requests), opaque=ccfg.opaque))
+        out.append(DeviceAllocationConfiguration.model_construct(
+            source="FromClaim", requests=list(ccfg.requests), opaque=ccfg.opaque))
     return out
 
 

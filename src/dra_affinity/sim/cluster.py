@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.io import FieldError
+from dra_affinity.api.keys import CLUSTER_SCOPED, key_of
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.podclaims import (
     claim_key,
@@ -33,7 +34,6 @@ from dra_affinity.api.resource import (
     ResourceSlice,
 )
 from dra_affinity.features import Features
-from dra_affinity.scheduler.build import replaced
 from dra_affinity.scheduler.placement.admission import merge_label_keys
 from dra_affinity.scheduler.view import Listener, WriteConflict
 from dra_affinity.sim.store import DEFAULT_HOT, ObjectStore
@@ -46,22 +46,11 @@ from dra_affinity.validation.sharing_affinity import (
 
 T = TypeVar("T", bound=TypedObject)
 
-CLUSTER_SCOPED = {"Namespace", "Node", "DeviceClass", "ResourceSlice"}
 KIND_ORDER = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim",
               "Pod")
 #: Kinds that a large cluster holds by the hundred thousand and that are kept compact at
 #: rest (see :mod:`dra_affinity.sim.store`); the others are few and always typed.
 COMPACT_KINDS = frozenset({"Pod", "ResourceClaim"})
-
-
-#: The metadata fields every write through the API server sets.
-_STAMPED = frozenset({"uid", "resource_version", "generation"})
-
-
-def object_key(obj: TypedObject) -> str:
-    if obj.kind in CLUSTER_SCOPED:
-        return obj.metadata.name
-    return f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
 
 
 def make_uid(kind: str, key: str, generation: int = 0) -> str:
@@ -181,11 +170,9 @@ class Cluster:
 
     # ------------------------------------------------------------------ writes
     def _stamp(self, obj: T, old: TypedObject | None, key: str) -> T:
-        """``obj`` (stored under ``key``) with the metadata the API server sets (namespace
-        default, uid, resourceVersion, generation). The metadata is a new copy (it may be
-        shared); ``obj`` itself is what the store keeps (admission's copy, or an object
-        handed over), so it takes the new metadata as it is, unless it is the stored
-        object itself, which is copied (copy on write)."""
+        """A shallow copy of ``obj`` (stored under ``key``) with new metadata: the fields
+        the API server sets (namespace default, uid, resourceVersion, generation). Its
+        other parts are shared with ``obj`` (stored objects are never mutated)."""
         self._resource_version += 1
         m = obj.metadata
         if old is None:
@@ -196,20 +183,11 @@ class Cluster:
             gen = old.metadata.generation or 1
             if _spec_changed(old, obj):
                 gen += 1
-        meta = m.__copy__()
-        fields = meta.__dict__
-        fields["uid"] = uid
-        fields["resource_version"] = str(self._resource_version)
-        fields["generation"] = gen
-        stamped = meta.__pydantic_fields_set__
-        stamped |= _STAMPED
+        stamped: dict[str, Any] = {"uid": uid, "resource_version": str(self._resource_version),
+                                   "generation": gen}
         if not m.namespace and obj.kind not in CLUSTER_SCOPED:
-            fields["namespace"] = "default"
-            stamped.add("namespace")
-        out = obj if obj is not old else obj.__copy__()
-        out.__dict__["metadata"] = meta
-        out.__pydantic_fields_set__.add("metadata")
-        return out
+            stamped["namespace"] = "default"
+        return obj.model_copy(update={"metadata": m.model_copy(update=stamped)})
 
     def _store(self, obj: TypedObject, old: TypedObject | None, key: str) -> None:
         self._objects[obj.kind].put(key, obj)
@@ -234,13 +212,12 @@ class Cluster:
         ``owned``: the caller hands ``obj`` over, as an API server's decoder hands over
         what it decoded: neither it nor any of its parts is mutated again (parts may be
         shared with objects the caller keeps, which it must not mutate either). Then
-        admission stores it without a defensive deep copy, and ``obj`` becomes the stored
-        object: the API server's metadata (uid, resourceVersion, ...) is set on it, as a
-        new ``metadata`` (its other parts are not changed). By default the stored object
-        is a copy, and the caller may do what it likes with ``obj`` afterwards."""
+        admission stores it without a defensive deep copy: the stored object shares its
+        parts, with a new ``metadata`` (uid, resourceVersion, ...). By default the stored
+        object is a deep copy, and the caller may do what it likes with ``obj`` afterwards."""
         if obj.kind not in self._objects:
             return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
-        key = object_key(obj)
+        key = key_of(obj)
         old = self._objects[obj.kind].get(key)
         if old is None and isinstance(obj, Pod):
             obj = merge_label_keys(obj)  # the pod strategy's PrepareForCreate (never mutates obj)
@@ -304,15 +281,11 @@ class Cluster:
         Copy on write: the stored object is a shallow copy of ``obj`` with new metadata
         (its resourceVersion), so nothing the caller holds is changed, and sub-objects
         are shared with ``obj`` (stored objects are never mutated)."""
-        key = object_key(obj)
+        key = key_of(obj)
         old = self._objects[obj.kind].get(key)
         self._resource_version += 1
-        meta = obj.metadata.__copy__()
-        meta.__dict__["resource_version"] = str(self._resource_version)
-        meta.__pydantic_fields_set__.add("resource_version")
-        stored = obj.__copy__()
-        stored.__dict__["metadata"] = meta
-        stored.__pydantic_fields_set__.add("metadata")
+        meta = obj.metadata.model_copy(update={"resource_version": str(self._resource_version)})
+        stored = obj.model_copy(update={"metadata": meta})
         self._store(stored, old, key)
         return stored
 
@@ -341,15 +314,15 @@ class Cluster:
                 self.delete("ResourceClaim", key)
                 continue
             drained: dict[str, Any] = {} if reserved else {"allocation": None}
-            self.replace(replaced(claim, status=replaced(claim.status, reserved_for=reserved,
-                                                         **drained)))
+            status = claim.status.model_copy(update={"reserved_for": reserved, **drained})
+            self.replace(claim.model_copy(update={"status": status}))
 
     # ------------------------------------------------------------------ scheduler writes
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
         """The scheduler's status write, with the API server's precondition: the claim
         must still exist and, when the write names a resourceVersion, still be at it
         (else :class:`WriteConflict`, and nothing is written)."""
-        key = object_key(claim)
+        key = key_of(claim)
         current = self._objects["ResourceClaim"].get(key)
         if current is None:
             raise WriteConflict(f"claim {key} was deleted")
@@ -364,18 +337,19 @@ class Cluster:
     def bind_pod(self, pod: Pod, node: str) -> None:
         """``pods/binding``: refused (a conflict) for a pod that is gone, is another pod
         of the same name, or is bound already."""
-        key = object_key(pod)
+        key = key_of(pod)
         current = self.pod(key)
         if current is None or (pod.metadata.uid and current.metadata.uid != pod.metadata.uid):
             raise WriteConflict(f"pod {key} was deleted")
         if current.spec.node_name:
             raise WriteConflict(f"pod {key} is already assigned to node {current.spec.node_name}")
-        self.replace(replaced(current, spec=replaced(current.spec, node_name=node)))
+        self.replace(current.model_copy(
+            update={"spec": current.spec.model_copy(update={"node_name": node})}))
 
     def unreserve_claim(self, written: ResourceClaim, pod: Pod, *,
                         allocated: bool) -> ResourceClaim | None:
         """Undo one attempt's PreBind write (see ``ClusterView.unreserve_claim``)."""
-        key = object_key(written)
+        key = key_of(written)
         current = self.claim(key)
         if current is None:
             return None
@@ -390,7 +364,8 @@ class Cluster:
             status["allocation"] = None
         if not status:
             return current
-        stored = self.replace(replaced(current, status=replaced(current.status, **status)))
+        stored = self.replace(current.model_copy(
+            update={"status": current.status.model_copy(update=status)}))
         assert isinstance(stored, ResourceClaim)
         return stored
 

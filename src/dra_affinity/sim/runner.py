@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dra_affinity.api.io import FieldError, ManifestError
+from dra_affinity.api.keys import key_of, namespaced_key, object_key
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
 from dra_affinity.scheduler.scheduler import Attempt, Scheduler
-from dra_affinity.sim.cluster import CLUSTER_SCOPED, Cluster, WriteResult
+from dra_affinity.sim.cluster import Cluster, WriteResult
 from dra_affinity.sim.faults import Failure, Fault, FaultInjectingView
-from dra_affinity.sim.scenario import Expect, ExpectDevice, Scenario, Step, _pod_key
+from dra_affinity.sim.scenario import Expect, ExpectDevice, Scenario, Step
 from dra_affinity.structured.model import Result
 from dra_affinity.structured.state import AffinityStatus
 
@@ -80,7 +81,7 @@ class Simulation:
         action = step.action
         if action == "schedule":
             assert step.schedule is not None
-            key = _pod_key(step.schedule)
+            key = namespaced_key(step.schedule)
             self.cluster.sync_template_claims(key)
             if step.fail_bind:
                 # Reserve and PreBind succeed; the API server refuses the binding.
@@ -91,7 +92,7 @@ class Simulation:
             exp = step.expect if not isinstance(step.expect, list) else None
             self.steps.append(self._attempt_entry(i, "schedule", a, exp))
         elif action == "scheduleConcurrently":
-            pods = [_pod_key(p) for p in step.schedule_concurrently or []]
+            pods = [namespaced_key(p) for p in step.schedule_concurrently or []]
             for p in pods:
                 self.cluster.sync_template_claims(p)
             many = step.expect
@@ -100,7 +101,7 @@ class Simulation:
                 self.steps.append(self._attempt_entry(i, "scheduleConcurrently", a, e))
         elif action == "delete":
             assert step.delete is not None
-            key = _pod_key(step.delete)
+            key = namespaced_key(step.delete)
             gone = self.cluster.delete("Pod", key)
             self.steps.append({"index": i, "action": "delete", "pod": key,
                                "result": "Deleted" if gone is not None else "NotFound"})
@@ -111,7 +112,7 @@ class Simulation:
         elif action == "deleteObject":
             do = step.delete_object
             assert do is not None
-            key = do.name if do.kind in CLUSTER_SCOPED else f"{do.namespace or 'default'}/{do.name}"
+            key = object_key(do.kind, do.name, do.namespace)
             gone = self.cluster.delete(do.kind, key)
             self.steps.append({"index": i, "action": "deleteObject", "object": f"{do.kind} {key}",
                                "result": "Deleted" if gone is not None else "NotFound"})
@@ -156,8 +157,7 @@ class Simulation:
         return entry
 
     def _apply_entry(self, i: int, obj: TypedObject, res: WriteResult) -> dict[str, Any]:
-        name = obj.metadata.name if obj.kind in CLUSTER_SCOPED else \
-            f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
+        name = key_of(obj)
         return {"index": i, "action": "apply", "object": f"{obj.kind} {name}", "result": res.result,
                 "errors": [{"field": e.path, "message": e.message} for e in res.errors],
                 "warnings": list(res.warnings)}
@@ -196,7 +196,7 @@ class Simulation:
         if e.lock is not None:
             out.append(self._expect(lock == e.lock, f"{e.device} lock: expected {e.lock}, got {lock}"))
         if e.claims is not None:
-            want = sorted(_pod_key(c) for c in e.claims)
+            want = sorted(namespaced_key(c) for c in e.claims)
             out.append(self._expect(claims == want, f"{e.device} claims: expected {want}, got {claims}"))
         return out
 

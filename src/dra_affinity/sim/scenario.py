@@ -26,6 +26,7 @@ from dra_affinity.api.io import (
     read_text,
     validation_errors,
 )
+from dra_affinity.api.keys import key_of, namespaced_key, object_key
 from dra_affinity.api.meta import K8sModel, ObjectMeta, TypedObject
 from dra_affinity.features import UnknownGateError, check_names
 
@@ -129,14 +130,8 @@ class Scenario:
     document: Document | None = None
 
 
-def _pod_key(ref: str) -> str:
-    return ref if "/" in ref else f"default/{ref}"
-
-
 def _obj_key(obj: TypedObject) -> tuple[str, str]:
-    from dra_affinity.sim.cluster import object_key
-
-    return (obj.kind, object_key(obj))
+    return (obj.kind, key_of(obj))
 
 
 def load_scenario_text(text: str, source: str) -> Scenario:
@@ -214,17 +209,17 @@ def _check_steps(sc: Scenario, sdoc: Document, seen: dict[tuple[str, str], int])
             target = getattr(step, action)
             if not target:
                 errors.append(FieldError(f"{path}.{action}", "Required value: a pod name"))
-            elif ("Pod", _pod_key(target)) not in known:
-                errors.append(FieldError(f"{path}.{action}", f"pod {_pod_key(target)!r} is not defined "
+            elif ("Pod", namespaced_key(target)) not in known:
+                errors.append(FieldError(f"{path}.{action}", f"pod {namespaced_key(target)!r} is not defined "
                                          "in this file or by an earlier apply step"))
         elif action == "scheduleConcurrently":
             pods = step.schedule_concurrently or []
             if not pods:
                 errors.append(FieldError(f"{path}.scheduleConcurrently", "Required value: pod names"))
             for j, p in enumerate(pods):
-                if ("Pod", _pod_key(p)) not in known:
+                if ("Pod", namespaced_key(p)) not in known:
                     errors.append(FieldError(f"{path}.scheduleConcurrently[{j}]",
-                                             f"pod {_pod_key(p)!r} is not defined"))
+                                             f"pod {namespaced_key(p)!r} is not defined"))
         elif action == "apply":
             d = Document(sc.source, sdoc.index, sdoc.line, step.apply)
             try:
@@ -243,9 +238,7 @@ def _check_steps(sc: Scenario, sdoc: Document, seen: dict[tuple[str, str], int])
             if (do.kind, "") not in {(k, "") for k in _kinds()}:
                 errors.append(FieldError(f"{path}.deleteObject.kind", f"unsupported kind {do.kind!r}"))
                 continue
-            from dra_affinity.sim.cluster import CLUSTER_SCOPED
-
-            key = do.name if do.kind in CLUSTER_SCOPED else f"{do.namespace or 'default'}/{do.name}"
+            key = object_key(do.kind, do.name, do.namespace)
             if (do.kind, key) not in known:
                 errors.append(FieldError(f"{path}.deleteObject", f"{do.kind} {key!r} is not defined "
                                          "in this file or by an earlier apply step"))

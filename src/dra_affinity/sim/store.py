@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any, Final, Generic, TypeVar
 
-from dra_affinity.api.meta import K8sModel, assemble
+from dra_affinity.api.meta import K8sModel
 from dra_affinity.api.quantity import Quantity
 
 T = TypeVar("T", bound=K8sModel)
@@ -128,7 +128,7 @@ class _Codec:
             return (_DICT, tuple(v), self._children(v.values(), values))
         if isinstance(v, K8sModel):
             d = v.__dict__
-            return (_MODEL, t, tuple(d), frozenset(v.__pydantic_fields_set__),
+            return (_MODEL, t, tuple(d), frozenset(v.model_fields_set),
                     self._children(d.values(), values))
         # A scalar, or anything else an API type might hold one day: kept whole, as a leaf
         # (it must be immutable: every leaf of a stored object is shared with readers).
@@ -221,7 +221,7 @@ def _compile_fields(children: tuple[Any, ...], example: tuple[Any, ...], cls: An
             return False
         if is_model:
             d = obj.__dict__
-            if tuple(d) != keys or obj.__pydantic_fields_set__ != fields_set:
+            if tuple(d) != keys or obj.model_fields_set != fields_set:
                 return False
             vals = tuple(d.values())
         elif keys is None:
@@ -277,8 +277,8 @@ def _build(shape: Any, values: Iterator[Any]) -> Any:
     tag = shape[0]
     if tag == _MODEL:
         _, cls, keys, fields_set, children = shape
-        return assemble(cls, {k: _build(s, values) for k, s in zip(keys, children, strict=True)},
-                        set(fields_set))
+        return cls.model_construct(set(fields_set), **{
+            k: _build(s, values) for k, s in zip(keys, children, strict=True)})
     if tag == _LIST:
         return [_build(s, values) for s in shape[1]]
     return {k: _build(s, values) for k, s in zip(shape[1], shape[2], strict=True)}

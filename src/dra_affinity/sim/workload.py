@@ -101,14 +101,10 @@ def slices(spec: WorkloadSpec, i: int) -> list[ResourceSlice]:
     proto_node = node_name(_PROTO_NODE)
     out = []
     for p in protos:
-        s = p.__copy__()
-        s.__dict__["metadata"] = meta = p.metadata.__copy__()
-        meta.__dict__["name"] = p.metadata.name.replace(proto_node, node, 1)
-        s.__dict__["spec"] = sp = p.spec.__copy__()
-        sp.__dict__["node_name"] = node
-        sp.__dict__["pool"] = pool = p.spec.pool.__copy__()
-        pool.__dict__["name"] = node
-        out.append(s)
+        meta = p.metadata.model_copy(update={"name": p.metadata.name.replace(proto_node, node, 1)})
+        pool = p.spec.pool.model_copy(update={"name": node})
+        slice_spec = p.spec.model_copy(update={"node_name": node, "pool": pool})
+        out.append(p.model_copy(update={"metadata": meta, "spec": slice_spec}))
     return out
 
 
@@ -161,17 +157,14 @@ def pod_objects(name: str, value: int) -> tuple[ResourceClaim, Pod]:
         _POD_PROTOTYPE.append(Pod.model_validate(_pod_manifest("_")))
     # Shallow copies down to the renamed fields; the rest is shared with the prototypes,
     # which nothing mutates (admission stores a deep copy of what it is given).
-    claim = proto.__copy__()
-    claim.__dict__["metadata"] = meta = proto.metadata.__copy__()
-    meta.__dict__["name"] = f"{name}-nic"
+    # Every renamed field is set in the prototypes, so the copies' set fields are theirs.
+    claim = proto.model_copy(update={
+        "metadata": proto.metadata.model_copy(update={"name": f"{name}-nic"})})
     p = _POD_PROTOTYPE[0]
-    pod = p.__copy__()
-    pod.__dict__["metadata"] = meta = p.metadata.__copy__()
-    meta.__dict__["name"] = name
-    pod.__dict__["spec"] = spec = p.spec.__copy__()
-    ref = p.spec.resource_claims[0].__copy__()
-    ref.__dict__["resource_claim_name"] = f"{name}-nic"
-    spec.__dict__["resource_claims"] = [ref]
+    ref = p.spec.resource_claims[0].model_copy(update={"resource_claim_name": f"{name}-nic"})
+    pod = p.model_copy(update={
+        "metadata": p.metadata.model_copy(update={"name": name}),
+        "spec": p.spec.model_copy(update={"resource_claims": [ref]})})
     return claim, pod
 
 

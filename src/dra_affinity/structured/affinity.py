@@ -74,6 +74,18 @@ def check_lock(state: AffinityState, keys: AffinityKeys, pending: AffinityKeys |
     return Lock.MATCH if lock is keys or lock == keys else Lock.MISMATCH
 
 
+def admitted_keys(state: AffinityState) -> AffinityKeys | None:
+    """The keys a device in ``state`` admits, as :func:`check_lock` decides: ``()`` when
+    it is clean (any keys), its lock's keys when locked, None when Unreconstructable
+    (none). For indexes that group devices by what they admit."""
+    status = state.status
+    if status is AffinityStatus.CLEAN:
+        return ()
+    if status is AffinityStatus.LOCKED:
+        return state.locked_affinity
+    return None
+
+
 PoolGate = tuple[str, Callable[[], str]]
 
 

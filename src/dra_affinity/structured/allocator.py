@@ -122,19 +122,15 @@ def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedStat
     keys: AffinityKeys | None = None
     reused = False
     if d.gated and affinity_enabled:
-        st = state.affinity_states.get(did, CLEAN)
-        status = st.status
         res = extract(claim, alt, d.pool_info)
         if res.kind is not OutcomeKind.OK:  # (an OK result always has its keys)
             return None
         keys = res.keys
-        # check_lock's two common outcomes inline: clean, or locked to these very keys.
-        if status is AffinityStatus.LOCKED:
-            if st.locked_affinity is not keys and check_lock(st, keys) is not Lock.MATCH:
-                return None
-            reused = True
-        elif status is not AffinityStatus.CLEAN:
-            return None  # Unreconstructable: the allocator says so
+        assert keys is not None
+        verdict = check_lock(state.affinity_states.get(did, CLEAN), keys)
+        if verdict is Lock.MISMATCH or verdict is Lock.UNKNOWN:
+            return None  # the allocator says why
+        reused = verdict is Lock.MATCH
     n = len(usage.shares) if usage is not None else 0
     share = PlannedShare(claim.key, alt.name, d, share_id_for(claim.uid, alt.name, did, n),
                          tuple(sorted(plan.items())), keys, exclusive=False, reused_lock=reused)

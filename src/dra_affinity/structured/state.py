@@ -171,19 +171,12 @@ class AllocatedState:
         for name, amount in share.consumed:
             u.consumed[name] = u.consumed.get(name, 0) + amount.num
         if share.gated:
-            st = lock_before if lock_before is not None else CLEAN
-            keys = share.keys
-            # The two common cases here: joining the lock these very keys hold (keys are
-            # shared tuples) changes nothing, and a clean device takes their lock.
-            if keys is not None and st.status is AffinityStatus.CLEAN:
-                self.affinity_states[device] = self._locked_state(keys)
-            elif keys is None or st.status is not AffinityStatus.LOCKED or st.locked_affinity is not keys:
-                self._fold(device, share, st)
+            self._fold(device, share, lock_before if lock_before is not None else CLEAN)
         self._bump(device, lock_before, released=False)
 
     def _fold(self, device: DeviceID, share: Share, st: AffinityState) -> None:
-        """Fold a gated share's keys into the device's state ``st``: the cases
-        :meth:`add` does not settle itself."""
+        """Fold a gated share's keys into the device's state ``st``: a clean device takes
+        their lock, a matching lock stays, anything else becomes Unreconstructable."""
         status = st.status
         if status is AffinityStatus.UNRECONSTRUCTABLE:
             return

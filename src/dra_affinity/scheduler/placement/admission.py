@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from dra_affinity.api.core import Pod
-from dra_affinity.scheduler.build import replaced
 
 _TERM_LISTS = ("requiredDuringSchedulingIgnoredDuringExecution",
                "preferredDuringSchedulingIgnoredDuringExecution")
@@ -66,4 +65,5 @@ def merge_label_keys(pod: Pod) -> Pod:
         changed |= _merge(c, labels, (("matchLabelKeys", "In"),))
     if not changed:
         return pod
-    return replaced(pod, spec=replaced(spec, affinity=new_aff, topology_spread_constraints=new_spread))
+    return pod.model_copy(update={"spec": spec.model_copy(
+        update={"affinity": new_aff, "topology_spread_constraints": new_spread})})
