@@ -265,17 +265,24 @@ def test_json_log_lines() -> None:
     assert out["msg"] == "scheduled" and out["pod"] == "default/a" and out["level"] == "info"
 
 
-def test_threads_end_to_end_with_leader_election_and_clean_stop(api: FakeApi) -> None:
-    """run(): reflectors, Lease, loop and HTTP in their threads; SIGTERM's path (stopping)."""
+@pytest.mark.parametrize("tune_gc", [False, True])
+def test_threads_end_to_end_with_leader_election_and_clean_stop(api: FakeApi, tune_gc: bool) -> None:
+    """run(): reflectors, Lease, loop and HTTP in their threads; SIGTERM's path (stopping).
+    The collector is tuned while scheduling only when the options ask (the CLI does)."""
+    import gc
     import threading
     import time
     import urllib.request
+
+    from dra_affinity.scheduler.gctune import YOUNG_THRESHOLD
 
     for name, subnet in [("a", "x"), ("b", "x"), ("c", "y")]:
         api.create("ResourceClaim", claim(f"{name}-nic", subnet))
         api.create("Pod", pod(name, f"{name}-nic"))
     proc = SchedulerProcess(api, Options(identity="r1", metrics_port=0, metrics_address="127.0.0.1",
-                                         lease_duration=3, renew_deadline=2, retry_period=0.5))
+                                         lease_duration=3, renew_deadline=2, retry_period=0.5,
+                                         tune_gc=tune_gc))
+    thresholds = gc.get_threshold()
     codes: list[int] = []
     t = threading.Thread(target=lambda: codes.append(proc.run(install_signals=False)))
     t.start()
@@ -296,10 +303,14 @@ def test_threads_end_to_end_with_leader_election_and_clean_stop(api: FakeApi) ->
             text = r.read().decode()
         assert "sharing_affinity_locked_devices 2.0" in text
         assert "dra_affinity_leader 1.0" in text
+        assert 'python_gc_collections_total{generation="0"}' in text
+        assert (gc.get_threshold()[0] == YOUNG_THRESHOLD) is tune_gc
     finally:
         proc.stopping.set()
         t.join(30)
+        gc.unfreeze()
     assert codes == [0]
+    assert gc.get_threshold() == thresholds
     lease = api.get("Lease", "kube-system/dra-affinity-scheduler")
     assert lease is not None and lease["spec"]["holderIdentity"] == ""  # released
 

@@ -53,3 +53,22 @@ def test_tallied_increments_reach_every_reader_exactly_once() -> None:
     body = b"".join(m.wsgi_app()({"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics",
                                   "QUERY_STRING": ""}, lambda s, h: None))
     assert b"sharing_affinity_compatible_reuse_total 2.0" in body
+
+
+def test_importing_the_library_changes_no_process_wide_setting() -> None:
+    """Neither prometheus_client (other registries keep their ``*_created`` samples) nor
+    the garbage collector is touched by importing every module of the package."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, pkgutil, importlib, dra_affinity\n"
+        "before = gc.get_threshold()\n"
+        "for m in pkgutil.walk_packages(dra_affinity.__path__, 'dra_affinity.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "from prometheus_client import CollectorRegistry, Counter, generate_latest\n"
+        "r = CollectorRegistry(); Counter('c', 'c', registry=r).inc()\n"
+        "assert b'c_created' in generate_latest(r), 'created samples disabled'\n"
+        "assert gc.get_threshold() == before and gc.get_freeze_count() == 0, 'gc changed'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

@@ -284,11 +284,15 @@ def _gate_map(values: tuple[str, ...]) -> dict[str, bool]:
                    "other NoSchedule/NoExecute taints need the pod's own tolerations.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
+@click.option("--tune-gc/--no-tune-gc", default=True, show_default=True,
+              help="Once synced, freeze the informers' caches from the garbage collector and defer "
+                   "its full collections (python_gc_collections_total counts them).")
 def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, leader_elect: bool,
               lease_namespace: str | None, lease_name: str, identity: str | None, lease_duration: float, renew_deadline: float,
               retry_period: float, metrics_port: int, metrics_address: str,
               feature_gates: tuple[str, ...], scoring: str, initial_backoff: float,
-              max_backoff: float, tolerated_taints: tuple[str, ...], log_level: str) -> None:
+              max_backoff: float, tolerated_taints: tuple[str, ...], log_level: str,
+              tune_gc: bool) -> None:
     """Run as a secondary scheduler on a cluster (pods with --scheduler-name).
 
     Logs are JSON lines on stderr. SIGTERM stops it cleanly (the Lease is released).
@@ -321,7 +325,7 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
                    retry_period=retry_period, metrics_port=metrics_port,
                    metrics_address=metrics_address, initial_backoff=initial_backoff,
                    max_backoff=max_backoff, scoring=scoring,
-                   tolerated_taints=tolerated_taints)
+                   tolerated_taints=tolerated_taints, tune_gc=tune_gc)
     try:
         proc = SchedulerProcess(api, opts, features)
         code = proc.run()

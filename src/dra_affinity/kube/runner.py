@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, GCCollector, Histogram
 
 from dra_affinity.api.core import Pod
 from dra_affinity.features import Features
@@ -90,6 +90,9 @@ class Options:
     max_backoff: float = 10.0
     scoring: str = "firstfit"
     tolerated_taints: tuple[str, ...] = (AFFINITY_POOLS_TAINT,)
+    #: Tune the cyclic garbage collector once the informers have synced (gctune): it is
+    #: process-wide, so only the process's entry point (``dra-affinity scheduler``) asks.
+    tune_gc: bool = False
 
 
 class SchedulerProcess:
@@ -142,6 +145,7 @@ class SchedulerProcess:
                              registry=r)
         self.leader = Gauge("dra_affinity_leader", "1 while this replica leads and schedules.",
                             registry=r)
+        GCCollector(registry=r)  # python_gc_collections_total{generation}: what tune_gc defers
         self._server: ThreadingHTTPServer | None = None
         self.outgoing: queue.Queue[dict[str, Any]] = queue.Queue()
         self._event_thread: threading.Thread | None = None
@@ -209,8 +213,9 @@ class SchedulerProcess:
                     continue
                 with self.core_lock:
                     self.scheduler.start()
-                # The informers' caches live as long as the process (see gctune).
-                self._gc_tuning.enter_context(tuned_gc())
+                if self.options.tune_gc:
+                    # The informers' caches live as long as the process (see gctune).
+                    self._gc_tuning.enter_context(tuned_gc())
                 self.started.set()
                 self.leader.set(1)
                 log.info("scheduling started", extra={"fields": {

@@ -6,20 +6,11 @@ prints its exposition text and a server can serve it as is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    disable_created_metrics,
-    generate_latest,
-)
-
-# *_created samples carry wall-clock timestamps: they would make output differ run to run.
-disable_created_metrics()  # type: ignore[no-untyped-call]
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 # The six metrics named in the KEP (Monitoring Requirements).
 LOCKED = "sharing_affinity_locked_devices"
@@ -123,5 +114,22 @@ class SchedulerMetrics:
         return app
 
     def exposition(self) -> str:
+        """The text format, without ``*_created`` samples (see :class:`_WithoutCreated`)."""
         self._collect_state()
-        return generate_latest(self.registry).decode("utf-8")
+        return generate_latest(_WithoutCreated(self.registry)).decode("utf-8")
+
+
+class _WithoutCreated(CollectorRegistry):
+    """A registry's metrics without their ``*_created`` samples: those carry the wall-clock
+    time a series was made, and would make the same run print different text. Only this
+    exposition leaves them out (prometheus_client's own setting for it is process-wide)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(auto_describe=False)
+        self._source = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._source.collect():
+            # collect() makes new Metric objects on every call: filtering them is private.
+            metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
