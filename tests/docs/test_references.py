@@ -122,7 +122,7 @@ def spans(page: str, text: str | None = None) -> Iterator[Span]:
                 named = f"dra-affinity {span}"  # **`validate`** starts its paragraph
             if named:
                 on_line.append(named)
-                context = tuple(on_line)
+                context = tuple(dict.fromkeys(on_line))
         gap += line[end:] + " "
 
 
@@ -173,9 +173,10 @@ def file_names() -> frozenset[str]:
 
 @functools.cache
 def code_text() -> str:
-    """Every code file of the repository, concatenated (for strings it defines or passes)."""
+    """Every code file of the repository (these tests aside), concatenated: the strings it
+    defines or passes."""
     return "\n".join((ROOT / f).read_text(encoding="utf-8", errors="replace") for f in tracked()
-                     if f.split("/", 1)[0] in CODE_DIRS
+                     if f.split("/", 1)[0] in CODE_DIRS and not f.startswith("tests/docs/")
                      and Path(f).suffix in {".py", ".sh", ".yaml", ".go", ""})
 
 
