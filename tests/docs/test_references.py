@@ -6,8 +6,8 @@ by ``test_commands.py``, and this checks the inline code spans of the prose:
 
 - **Paths.** A span that is a path (no spaces; slash-separated) whose first part is an
   entry of the repository's root (``docs/``, ``tests/...``, ``.ci/run``) or a package
-  or module of ``src/dra_affinity`` (``scheduler/reserve.py``, ``sim/``), or a bare file
-  name of a kind the repository holds (``store.py``, ``starter.yaml``): it must exist
+  or module of ``src/dra_affinity`` (``scheduler/reserve.py``, ``sim/``), or a bare source
+  file name (``store.py``): it must exist
   (a ``*`` must match something; a bare name must be the name of some file in it).
   Other spans with slashes (``resource.k8s.io/v1``, ``namespace/name``, ``out/...``)
   are not paths of this repository and are left alone.
@@ -51,8 +51,9 @@ OUR_COMMAND = re.compile(r"(?:^|[\s`])dra-affinity\s+([a-z][a-z-]*)")
 SCRIPT = re.compile(r"(?:^|[\s`])(?:python\s+)?(benchmarks/[\w-]+\.py)\b")
 DOTTED = re.compile(r"^dra_affinity(?:\.\w+)+$")
 ANNOTATION = re.compile(r"^((?:[a-z0-9-]+\.)*dra-affinity\.io/[\w.-]+)")
-#: Kinds of file a bare name (``store.py``) is checked for.
-FILE_SUFFIXES = (".py", ".md", ".yaml", ".yml", ".json", ".sh", ".toml")
+#: Kinds of file a bare name (``store.py``) is checked for: source, not data (a bare
+#: ``cluster.yaml`` or ``state.json`` is often what a command on the page writes).
+FILE_SUFFIXES = (".py", ".md", ".sh", ".toml")
 PACKAGE = ROOT / "src" / "dra_affinity"
 #: Where the code lives (annotation keys, flags passed to other programs).
 CODE_DIRS = ("src", "tests", "test", "benchmarks", "conformance", ".ci", "deploy")
@@ -60,8 +61,7 @@ CODE_DIRS = ("src", "tests", "test", "benchmarks", "conformance", ".ci", "deploy
 #: files kube-scheduler's and cel-go's sources are compared with, generated reports).
 FOREIGN_FILES = frozenset({
     "alloc_gen.py", "checker.py", "interpreter.py", "parser.py", "build.sh",
-    "allocate-report.md", "cel-report.md", "state.json",
-    "no-preemption.yaml",  # docs/limitations.md has the reader save it
+    "allocate-report.md", "cel-report.md",
 })
 #: Other programs: a flag right after one of these names on a line is that program's.
 OTHER_PROGRAMS = re.compile(
