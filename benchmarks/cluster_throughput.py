@@ -3,44 +3,74 @@
 One run starts a fresh control plane (tests/cluster/controlplane.py; binaries from
 test/cluster/build.sh), creates N Nodes, each with one pool of D multi-allocatable
 NICs of S slots, and fills FILL of all slots with one-slot pods, each from a
-ResourceClaimTemplate of one of V subnets (round robin), as fast as one client
-creates them. Two variants on identical workloads, each on its own fresh plane:
+ResourceClaimTemplate of one of V subnets (round robin), as fast as the client
+threads create them. Variants, each on its own fresh plane with the same workload:
 
 * ``ours``: the pools' metadata slices carry sharingAffinity (the bridge annotation);
   pods name ``dra-affinity``; ``dra-affinity scheduler`` runs as a subprocess;
-* ``stock``: no sharingAffinity; pods use the default scheduler (kube-scheduler 1.37).
+* ``stock``: no sharingAffinity; pods use the default scheduler (kube-scheduler 1.37)
+  as shipped (client QPS 50, burst 100);
+* ``stock-qps``: the same with its client limit raised (``--stock-qps``), so the
+  scheduler, not its rate limiter, sets the pace.
+
+``--repeat`` runs the list of variants that many times back to back (run pairs: load
+from elsewhere on the machine falls on neighbours alike).
 
 Per pod the latency is creation request sent -> the pod seen bound by a watch. Output
-(JSON on stdout): pods/s (pods bound / seconds from the first create to the last
-binding), p50/p99 latency, how many were bound, the plane's start time.
+(JSON on stdout), per run: pods/s (pods bound / seconds from the first create to the
+last binding), p50/p99 latency, how many were bound; per process (scheduler, API
+server, controller manager, etcd) CPU milliseconds per bound pod over the fill and
+peak RSS; for ``ours`` the CPU split over the scheduler's threads (its
+``dra_affinity_thread_cpu_seconds_total``).
 
-    python benchmarks/cluster_throughput.py --nodes 500 --devices 8 --slots 4 --fill 0.9
-    python benchmarks/cluster_throughput.py --nodes 50 --devices 8 --slots 2 --variant both
+``--unschedulable N --soak S`` measures instead what N pods that can never fit cost:
+once every one has been tried, S seconds of the scheduler's CPU (percent of one core)
+and the API server's writes to pods, events and claims per pod per minute.
+
+``--profile DIR`` records ours with ``py-spy record --native`` (on-CPU samples only,
+per thread) into DIR and adds the top frames to the output.
+
+    python benchmarks/cluster_throughput.py --nodes 200 --devices 8 --slots 2 --variant ours,stock-qps
+    python benchmarks/cluster_throughput.py --nodes 1000 --devices 8 --slots 2 --variant ours,stock-qps
+    python benchmarks/cluster_throughput.py --nodes 500 --devices 8 --slots 4 --variant ours
+    python benchmarks/cluster_throughput.py --nodes 200 --unschedulable 1000 --soak 300 --variant ours
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import queue
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "cluster"), str(ROOT / "tests")]
 
-from controlplane import ControlPlane, build_binaries  # noqa: E402
+from controlplane import ControlPlane, build_binaries, free_port  # noqa: E402
 
 from dra_affinity.kube.api import ApiError, ClientApi  # noqa: E402
-from kube.live import Live, SchedulerProc, World  # noqa: E402
+from kube.live import Live, SchedulerProc, World, wait_until  # noqa: E402
 
 KCM_ARGS = ["--kube-api-qps=2000", "--kube-api-burst=4000"]
+VARIANTS = ("ours", "stock", "stock-qps")
+# Processes whose CPU is reported per bound pod (the scheduler is ours or kube-scheduler).
+PROCESSES = ("scheduler", "kube-apiserver", "kube-controller-manager", "etcd")
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+WRITE_RESOURCES = ("pods", "events", "resourceclaims")
+_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -50,26 +80,51 @@ def _percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def _watch_bound(api: ClientApi, ns: str, bound: dict[str, float], stop: threading.Event) -> None:
-    rv = ""
-    while not stop.is_set():
-        try:
-            if not rv:
-                rv = api.request("GET", f"/api/v1/namespaces/{ns}/pods",
-                                 query={"limit": "1"})["metadata"]["resourceVersion"]
-            for ev in api.watch(f"/api/v1/namespaces/{ns}/pods",
-                                {"resourceVersion": rv, "allowWatchBookmarks": "true",
-                                 "timeoutSeconds": "30"}, 30.0):
-                obj = ev.get("object") or {}
-                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                if ev.get("type") in ("ADDED", "MODIFIED") and obj.get("spec", {}).get("nodeName"):
-                    bound.setdefault(obj["metadata"]["name"], time.monotonic())
-                if stop.is_set():
-                    return
-        except ApiError as e:
-            if e.gone:
-                rv = ""
-            time.sleep(0.2)
+def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of every sample of one metric in Prometheus exposition text."""
+    out = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m and m["name"] == name:
+            out.append((dict(_LABEL.findall(m["labels"] or "")), float(m["value"])))
+    return out
+
+
+class _Watcher:
+    """Pods of the namespace seen bound (time) and seen with PodScheduled=False."""
+
+    def __init__(self, api: ClientApi, ns: str) -> None:
+        self.api, self.ns = api, ns
+        self.bound: dict[str, float] = {}
+        self.unschedulable: set[str] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        rv = ""
+        path = f"/api/v1/namespaces/{self.ns}/pods"
+        while not self.stop.is_set():
+            try:
+                if not rv:
+                    rv = self.api.request("GET", path, query={"limit": "1"})["metadata"]["resourceVersion"]
+                for ev in self.api.watch(path, {"resourceVersion": rv, "allowWatchBookmarks": "true",
+                                                "timeoutSeconds": "30"}, 30.0):
+                    obj = ev.get("object") or {}
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    if ev.get("type") in ("ADDED", "MODIFIED"):
+                        name = obj["metadata"]["name"]
+                        if obj.get("spec", {}).get("nodeName"):
+                            self.bound.setdefault(name, time.monotonic())
+                        for c in (obj.get("status") or {}).get("conditions") or ():
+                            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                                self.unschedulable.add(name)
+                    if self.stop.is_set():
+                        return
+            except ApiError as e:
+                if e.gone:
+                    rv = ""
+                time.sleep(0.2)
 
 
 def _proc_usage(pid: int) -> dict[str, float]:
@@ -82,96 +137,260 @@ def _proc_usage(pid: int) -> dict[str, float]:
                     out["PeakRssMB"] = round(int(line.split()[1]) / 1024, 1)
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        out["CpuSeconds"] = round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
+        out["CpuSeconds"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         pass
     return out
 
 
-def run_variant(variant: str, args: argparse.Namespace, bin_dir: Path) -> dict[str, Any]:
+class _Run:
+    """One variant on one fresh control plane."""
+
+    def __init__(self, variant: str, args: argparse.Namespace, plane: ControlPlane, tmp: Path,
+                 index: int) -> None:
+        self.variant, self.args, self.plane, self.tmp, self.index = variant, args, plane, tmp, index
+        self.client = plane.api_client()
+        self.live = Live(self.client)
+        self.sched: SchedulerProc | None = None
+        self.metrics_port = 0
+
+    # ------------------------------------------------------------------ processes
+    def pids(self) -> dict[str, int]:
+        pids = dict(self.plane.pids())
+        if self.sched is not None and self.sched.proc is not None:
+            pids["scheduler"] = self.sched.proc.pid
+        elif "kube-scheduler" in pids:
+            pids["scheduler"] = pids.pop("kube-scheduler")
+        return {name: pid for name, pid in pids.items() if name in PROCESSES}
+
+    def usage(self) -> dict[str, dict[str, float]]:
+        return {name: _proc_usage(pid) for name, pid in self.pids().items()}
+
+    def our_metrics(self) -> str:
+        if not self.metrics_port:
+            return ""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                        timeout=10) as r:
+                return str(r.read().decode())
+        except OSError:
+            return ""
+
+    def thread_cpu(self) -> dict[str, float]:
+        return {labels["thread"]: v for labels, v in
+                _samples(self.our_metrics(), "dra_affinity_thread_cpu_seconds_total")}
+
+    def apiserver_writes(self) -> dict[str, float]:
+        """Write requests the API server served so far, by resource (its own metric)."""
+        rest = self.client.rest_client
+        r = rest.pool_manager.request("GET", self.client.configuration.host + "/metrics")
+        out: dict[str, float] = collections.defaultdict(float)
+        for labels, v in _samples(r.data.decode(), "apiserver_request_total"):
+            if labels.get("verb") in WRITE_VERBS:
+                res = labels.get("resource", "")
+                sub = labels.get("subresource", "")
+                out[f"{res}/{sub}" if sub else res] += v
+        return dict(out)
+
+    def start_ours(self) -> None:
+        self.metrics_port = free_port()
+        self.sched = SchedulerProc(
+            self.plane.kubeconfig, self.tmp / "sched.log", name="dra-affinity",
+            lease_namespace="bench",
+            extra=["--log-level", "warning", "--metrics-port", str(self.metrics_port),
+                   *self.args.scheduler_arg])
+        wait_until(lambda: any(v == 1.0 for _, v in _samples(self.our_metrics(), "dra_affinity_leader")),
+                   300, "dra-affinity scheduler to lead and sync")
+
+    # ------------------------------------------------------------------ the run
+    def measure(self) -> dict[str, Any]:
+        from controlplane import create_namespace
+
+        args, variant = self.args, self.variant
+        ns = "bench"
+        create_namespace(self.client, ns)
+        t0 = time.monotonic()
+        world = World(self.live, ns, nodes=args.nodes, nics=args.devices, slots=args.slots,
+                      annotation=(variant == "ours"))
+        setup_s = time.monotonic() - t0
+        for v in range(args.values):
+            world.template(f"subnet-{v}", f"subnet-{v}")
+        if args.unschedulable:
+            # More slots than any NIC has: every node rejects the pod, on every attempt.
+            world.live.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                               "metadata": {"name": "too-big", "namespace": ns},
+                               "spec": {"spec": {"devices": {"requests": [{"name": "nic", "exactly": {
+                                   "deviceClassName": world.klass,
+                                   "capacity": {"requests": {f"{world.driver}/slots":
+                                                             str(args.slots + 1)}}}}]}}}})
+            total = args.unschedulable
+        else:
+            total = int(args.nodes * args.devices * args.slots * args.fill)
+            if args.pods:
+                total = min(total, args.pods)
+        if variant == "ours":
+            self.start_ours()
+        profiler = self._profile_start()
+        watcher = _Watcher(self.live.api, ns)
+        created: dict[str, float] = {}
+        names: queue.Queue[str] = queue.Queue()
+        for i in range(total):
+            names.put(f"p{i:06d}")
+        scheduler_name = "dra-affinity" if variant == "ours" else "default-scheduler"
+
+        def creator() -> None:
+            while True:
+                try:
+                    name = names.get_nowait()
+                except queue.Empty:
+                    return
+                created[name] = time.monotonic()
+                template = "too-big" if args.unschedulable else f"subnet-{int(name[1:]) % args.values}"
+                world.pod(name, template=template, scheduler=scheduler_name)
+
+        before = self.usage()
+        threads_before = self.thread_cpu()
+        start = time.monotonic()
+        creators = [threading.Thread(target=creator) for _ in range(args.clients)]
+        for t in creators:
+            t.start()
+        for t in creators:
+            t.join()
+        created_s = time.monotonic() - start
+        out: dict[str, Any] = {"variant": variant, "run": self.index, "nodes": args.nodes,
+                               "devicesPerNode": args.devices, "slots": args.slots, "pods": total}
+        if args.unschedulable:
+            wait_until(lambda: len(watcher.unschedulable) >= total, args.timeout,
+                       "every pod to be tried once")
+            tried_s = time.monotonic() - start
+            soak_before, writes_before = self.usage(), self.apiserver_writes()
+            time.sleep(args.soak)
+            soak_after, writes_after = self.usage(), self.apiserver_writes()
+            cpu = soak_after["scheduler"]["CpuSeconds"] - soak_before["scheduler"]["CpuSeconds"]
+            writes = {k: v - writes_before.get(k, 0.0) for k, v in writes_after.items()
+                      if v - writes_before.get(k, 0.0) > 0}
+            pod_writes = sum(v for k, v in writes.items() if k.split("/")[0] in WRITE_RESOURCES)
+            out.update({"secondsToTryAll": round(tried_s, 1), "soakSeconds": args.soak,
+                        "schedulerCpuPercentOfCore": round(100 * cpu / args.soak, 2),
+                        "writesPerPodPerMinute": round(pod_writes / total / (args.soak / 60), 3),
+                        "writesByResource": writes, "bound": len(watcher.bound)})
+        else:
+            deadline = time.monotonic() + args.timeout
+            while len(watcher.bound) < total and time.monotonic() < deadline:
+                time.sleep(0.2)
+            bound = dict(watcher.bound)
+            lat = [bound[n] - created[n] for n in bound if n in created]
+            last = max(bound.values()) if bound else start
+            out.update({
+                "bound": len(bound),
+                "podsPerSecond": round(len(bound) / max(last - start, 1e-9), 2),
+                "latencyP50s": round(_percentile(lat, 0.5), 3),
+                "latencyP99s": round(_percentile(lat, 0.99), 3),
+                "latencyMeanS": round(statistics.fmean(lat), 3) if lat else None,
+                "createSeconds": round(created_s, 1)})
+        watcher.stop.set()
+        # What each process used over the fill, read before the scheduler stops.
+        after = self.usage()
+        n = max(len(watcher.bound), 1)
+        out["cpuMsPerBoundPod"] = {
+            name: round(1000 * (u["CpuSeconds"] - before.get(name, {}).get("CpuSeconds", 0.0)) / n, 2)
+            for name, u in after.items() if "CpuSeconds" in u}
+        out["peakRssMB"] = {name: u["PeakRssMB"] for name, u in after.items() if "PeakRssMB" in u}
+        if variant == "ours":
+            threads_after = self.thread_cpu()
+            spent = {k: v - threads_before.get(k, 0.0) for k, v in threads_after.items()}
+            whole = sum(spent.values()) or 1.0
+            out["schedulerThreadCpuShare"] = {k: round(v / whole, 3) for k, v in
+                                              sorted(spent.items(), key=lambda kv: -kv[1]) if v > 0}
+        if profiler is not None:
+            out["profile"] = self._profile_stop(profiler)
+        if self.sched is not None:
+            self.sched.stop()
+        out.update({"setupSeconds": round(setup_s, 1),
+                    "planeStartSeconds": round(self.plane.started_seconds or 0, 1)})
+        self.client.close()
+        return out
+
+    # ------------------------------------------------------------------ profiling
+    def _profile_start(self) -> tuple[subprocess.Popen[bytes], Path] | None:
+        if self.args.profile is None or self.sched is None or self.sched.proc is None:
+            return None
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        out = Path(self.args.profile) / f"{self.variant}-{self.args.nodes}-run{self.index}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen([spy, "record", "--native", "--threads",
+                                 "--rate", "50", "--format", "raw", "--output", str(out),
+                                 "--pid", str(self.sched.proc.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return proc, out
+
+    def _profile_stop(self, profiler: tuple[subprocess.Popen[bytes], Path]) -> dict[str, Any]:
+        import signal
+
+        proc, path = profiler
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+        return summarize_profile(path)
+
+
+# Native frames of a thread that waits (for a socket, a lock, the GIL): py-spy's own idle
+# detection misses many of them with --native, so samples ending in one are dropped.
+_WAITING = frozenset({"poll", "select", "epoll_wait", "pthread_cond_timedwait",
+                      "pthread_cond_wait", "PyThread_acquire_lock_timed", "sem_timedwait",
+                      "sem_clockwait", "clock_nanosleep", "nanosleep", "accept", "accept4"})
+
+
+def summarize_profile(path: Path, top: int = 15) -> dict[str, Any]:
+    """Self and inclusive shares of the top frames in a py-spy raw (collapsed) profile,
+    over on-CPU samples only."""
+    own: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    per_thread: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        if any(f.split(" (", 1)[0] in _WAITING for f in frames[-4:]):
+            continue
+        total += n
+        per_thread[frames[0]] += n
+        frames = [re.sub(r" \(.*?:\d+\)$", "", f) for f in frames[1:]]
+        if frames:
+            own[frames[-1]] += n
+        for f in set(frames):
+            incl[f] += n
+    share = lambda c: {k: round(v / max(total, 1), 3) for k, v in c.most_common(top)}  # noqa: E731
+    return {"file": str(path), "samples": total, "self": share(own), "inclusive": share(incl),
+            "threads": share(per_thread)}
+
+
+def run_variant(variant: str, args: argparse.Namespace, bin_dir: Path, index: int) -> dict[str, Any]:
+    extra: dict[str, list[str]] = {"kube-controller-manager": KCM_ARGS}
+    if variant == "stock-qps":
+        extra["kube-scheduler"] = [f"--kube-api-qps={args.stock_qps}",
+                                   f"--kube-api-burst={2 * args.stock_qps}"]
     with tempfile.TemporaryDirectory(prefix=f"bench-{variant}-") as tmp:
         # kube-controller-manager's client is limited to 20 requests/s by default, and
         # the resourceclaim controller spends two per pod (the claim, the pod's status):
         # left alone it, not a scheduler, sets the pace (10 pods/s for both variants).
-        plane = ControlPlane(Path(tmp) / "cp", bin_dir, with_scheduler=(variant == "stock"),
-                             extra_args={"kube-controller-manager": KCM_ARGS})
+        plane = ControlPlane(Path(tmp) / "cp", bin_dir, with_scheduler=(variant != "ours"),
+                             extra_args=extra)
         plane.start()
         try:
-            return _measure(variant, args, plane, Path(tmp))
+            return _Run(variant, args, plane, Path(tmp), index).measure()
         finally:
             plane.stop()
 
 
-def _measure(variant: str, args: argparse.Namespace, plane: ControlPlane, tmp: Path) -> dict[str, Any]:
-    from controlplane import create_namespace
-
-    client = plane.api_client()
-    live = Live(client)
-    ns = "bench"
-    create_namespace(client, ns)
-    t0 = time.monotonic()
-    world = World(live, ns, nodes=args.nodes, nics=args.devices, slots=args.slots,
-                  annotation=(variant == "ours"))
-    setup_s = time.monotonic() - t0
-    for v in range(args.values):
-        world.template(f"subnet-{v}", f"subnet-{v}")
-    total = int(args.nodes * args.devices * args.slots * args.fill)
-    if args.pods:
-        total = min(total, args.pods)
-    sched = None
-    if variant == "ours":
-        sched = SchedulerProc(plane.kubeconfig, tmp / "sched.log", name="dra-affinity",
-                              lease_namespace=ns, extra=["--log-level", "warning"])
-    bound: dict[str, float] = {}
-    stop = threading.Event()
-    watcher = threading.Thread(target=_watch_bound, args=(live.api, ns, bound, stop), daemon=True)
-    watcher.start()
-    created: dict[str, float] = {}
-    names: queue.Queue[str] = queue.Queue()
-    for i in range(total):
-        names.put(f"p{i:06d}")
-
-    def creator() -> None:
-        while True:
-            try:
-                name = names.get_nowait()
-            except queue.Empty:
-                return
-            created[name] = time.monotonic()
-            world.pod(name, template=f"subnet-{int(name[1:]) % args.values}",
-                      scheduler="dra-affinity" if variant == "ours" else "default-scheduler")
-
-    start = time.monotonic()
-    creators = [threading.Thread(target=creator) for _ in range(args.clients)]
-    for t in creators:
-        t.start()
-    for t in creators:
-        t.join()
-    created_s = time.monotonic() - start
-    deadline = time.monotonic() + args.timeout
-    while len(bound) < total and time.monotonic() < deadline:
-        time.sleep(0.2)
-    stop.set()
-    # What each process used, read before the scheduler stops: the scheduler (ours or the
-    # stock one) and the API server, which serves every request of both.
-    pids = {"scheduler": sched.proc.pid if sched is not None and sched.proc is not None
-            else plane.pids().get("kube-scheduler"), "apiserver": plane.pids().get("kube-apiserver")}
-    usage = {name: _proc_usage(pid) for name, pid in pids.items() if pid is not None}
-    if sched is not None:
-        sched.stop()
-    lat = [bound[n] - created[n] for n in bound if n in created]
-    last = max(bound.values()) if bound else start
-    out = {"variant": variant, "nodes": args.nodes, "devicesPerNode": args.devices,
-           "slots": args.slots, "pods": total, "bound": len(bound),
-           "podsPerSecond": round(len(bound) / max(last - start, 1e-9), 2),
-           "latencyP50s": round(_percentile(lat, 0.5), 3),
-           "latencyP99s": round(_percentile(lat, 0.99), 3),
-           "latencyMeanS": round(statistics.fmean(lat), 3) if lat else None,
-           "createSeconds": round(created_s, 1), "setupSeconds": round(setup_s, 1),
-           "planeStartSeconds": round(plane.started_seconds or 0, 1),
-           **{f"{name}{k}": v for name, u in usage.items() for k, v in u.items()}}
-    client.close()
-    return out
+def _variants(text: str) -> list[str]:
+    names = [v.strip() for v in text.replace("both", "ours,stock").split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"variants are {', '.join(VARIANTS)} (or both)")
+    return names
 
 
 def main() -> int:
@@ -184,14 +403,27 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=0, help="cap on pods (0: fill)")
     ap.add_argument("--clients", type=int, default=4, help="threads creating pods")
     ap.add_argument("--timeout", type=float, default=1800.0)
-    ap.add_argument("--variant", choices=["ours", "stock", "both"], default="both")
+    ap.add_argument("--variant", type=_variants, default=["ours", "stock-qps", "stock"],
+                    help=f"comma-separated, of {', '.join(VARIANTS)} (default: all three)")
+    ap.add_argument("--repeat", type=int, default=1, help="run the variants this many times")
+    ap.add_argument("--stock-qps", type=int, default=1000,
+                    help="stock-qps: kube-scheduler's --kube-api-qps (burst twice that)")
+    ap.add_argument("--scheduler-arg", action="append", default=[],
+                    help="one more argument for dra-affinity scheduler (repeatable)")
+    ap.add_argument("--unschedulable", type=int, default=0,
+                    help="soak: this many pods that never fit instead of the fill")
+    ap.add_argument("--soak", type=float, default=300.0, help="soak: seconds measured")
+    ap.add_argument("--profile", default=None, help="py-spy profiles of ours into this folder")
     args = ap.parse_args()
     bin_dir = build_binaries()
-    variants = ["ours", "stock"] if args.variant == "both" else [args.variant]
-    results = [run_variant(v, args, bin_dir) for v in variants]
+    results = []
+    for i in range(args.repeat):
+        for v in args.variant:
+            results.append(run_variant(v, args, bin_dir, i))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # progress, one line a run
     print(json.dumps({"results": results, "python": sys.version.split()[0],
-                      "cpus": os.cpu_count()}, indent=2))
-    return 0 if all(r["bound"] == r["pods"] for r in results) else 1
+                      "cpus": os.cpu_count(), "loadAverage": os.getloadavg()}, indent=2))
+    return 0 if all(r["bound"] == r["pods"] or args.unschedulable for r in results) else 1
 
 
 if __name__ == "__main__":
