@@ -23,7 +23,6 @@ from pathlib import Path
 from dra_affinity.api import podclaims
 from dra_affinity.features import Features
 from dra_affinity.scheduler import reserve
-from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import Arrival, WorkloadSpec, pod_objects, stream
 
@@ -57,7 +56,7 @@ def _own(tb: tracemalloc.Traceback) -> bool:
 def measure(nodes: int, pods: int, affinity: bool, seed: int = 1) -> dict[str, float]:
     spec = WorkloadSpec(nodes=nodes, devices_per_node=8, seed=seed, affinity=affinity)
     cluster = build_cluster(spec)
-    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all())
+    sched = Scheduler(cluster, Features())
     sched.start()
     gc.collect()
     tracemalloc.start(8)

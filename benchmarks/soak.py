@@ -36,7 +36,6 @@ from typing import Any
 from dra_affinity.bench.scale import BENCH_SCALE_ENV, bench_scale, scaled
 from dra_affinity.bench.throughput import CountingRecorder, build_cluster, process_cpu_seconds
 from dra_affinity.features import Features
-from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import WorkloadSpec, pod_objects, zipf_weights
@@ -82,7 +81,7 @@ def soak(nodes: int = 500, devices_per_node: int = 8, slots: int = 4, occupancy:
     cpu0 = process_cpu_seconds()
     cluster = build_cluster(spec)
     recorder = CountingRecorder()
-    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(), recorder=recorder)
+    sched = Scheduler(cluster, Features(), recorder=recorder)
     sched.start()
     # The same GC tuning as the throughput bench (a long-running scheduler's).
     gc_tuning = ExitStack()

@@ -94,7 +94,7 @@ EXAMPLE_CASES: list[Case] = [
             D(dev("eth1", N2), "Locked", Z, ("default/pod-d-nic",)),
             D(dev("eth2", N2), "Clean", {}, ()),
         ),
-        metrics={LOCKED: 3, UNRECON: 0, REUSE: 1, CONFLICT: 6, NOKEYS: 0},
+        metrics={LOCKED: 3, UNRECON: 0, REUSE: 1, CONFLICT: 2, NOKEYS: 0},
         extra=sc._all(
             sc._first_alloc(0),
             sc._failed_scheduling_event("default/pod-e"),
@@ -119,7 +119,7 @@ EXAMPLE_CASES: list[Case] = [
             ),
             D(MLX1, "Locked", {"pkey": "0x8003"}, ("default/trainer-d-rdma",)),
         ),
-        metrics={LOCKED: 2, UNRECON: 0, REUSE: 1, CONFLICT: 4, NOKEYS: 0},
+        metrics={LOCKED: 2, UNRECON: 0, REUSE: 1, CONFLICT: 2, NOKEYS: 0},
         extra=_consumed(0, {f"{RDMA}/vfs": "1"}),
     ),
     Case(
@@ -144,7 +144,7 @@ EXAMPLE_CASES: list[Case] = [
             ),
             D(FPGA1, "Locked", {"bitstream": "bitstream-video-v3"}, ("default/infer-video-fpga",)),
         ),
-        metrics={LOCKED: 2, UNRECON: 0, REUSE: 3, CONFLICT: 5},
+        metrics={LOCKED: 2, UNRECON: 0, REUSE: 3, CONFLICT: 4},
         # infer-crypto's claim names no capacity: the requestPolicy default (1 context) applies.
         extra=sc._all(
             _consumed(0, {f"{FPGA}/contexts": "1"}), _consumed(3, {f"{FPGA}/contexts": "1"})
@@ -169,7 +169,7 @@ EXAMPLE_CASES: list[Case] = [
             ),
             D(MK1, "Locked", {"subnet": "subnet-a", "pkey": "0x8002"}, ("default/pod-c-rdma-nic",)),
         ),
-        metrics={LOCKED: 2, REUSE: 1, CONFLICT: 3},
+        metrics={LOCKED: 2, REUSE: 1, CONFLICT: 2},
         extra=sc._no_event_spam("default/pod-e"),
     ),
     Case(

@@ -63,7 +63,7 @@ def test_scheduler_state_is_bounded_by_live_objects(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(state_module, "CHANGES_KEPT", 16)
     monkeypatch.setattr(scheduler_module, "RECENT_EVENTS", 8)
     cluster = _cluster(affinity)
-    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all() if fast else None)
+    sched = Scheduler(cluster, Features(), fast_paths=FastPaths() if fast else FastPaths(free_index=False, node_index=False))
     sched.start()
     assert _churn(cluster, sched) == ROUNDS
     devices = NODES * DEVICES

@@ -25,7 +25,7 @@ from dra_affinity.structured.model import Result
 def make(scoring: str, *objs: object, index: bool = False) -> Env:
     env = Env(*objs)
     env.scheduler.stop()
-    env.scheduler = Scheduler(env.cluster, env.gates, scoring=scoring, fast_paths=FastPaths.all() if index else FastPaths())
+    env.scheduler = Scheduler(env.cluster, env.gates, scoring=scoring, fast_paths=FastPaths() if index else FastPaths(free_index=False, node_index=False))
     env.scheduler.start()
     return env
 

@@ -26,7 +26,6 @@ from typing import Any
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.progress import PhaseReport
-from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
@@ -115,7 +114,7 @@ def _fill(spec: WorkloadSpec, cpu0: float, pause: Callable[[], None] | None, chu
           progress: PhaseReport | None) -> dict[str, Any]:
     t_build = time.perf_counter()
     cluster = build_cluster(spec, progress)
-    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(), recorder=CountingRecorder())
+    sched = Scheduler(cluster, Features(), recorder=CountingRecorder())
     sched.start()
     # What start-up built lives for the whole run: out of the collector's walks.
     gc.freeze()

@@ -56,6 +56,8 @@ class CycleState:
     counters: Counters = field(default_factory=Counters)
     chosen: NodeResult | None = None
     node_reasons: list[Reason] = field(default_factory=list)
+    # Nodes Filter rejected, their reasons not rendered yet (see reasons()).
+    rejected: list[NodeResult] = field(default_factory=list)
     # free-index categories this cycle may use (None: any, extraction gave no keys)
     free_allowed: tuple[int, ...] | None = None
     # tolerations, required node affinity and resource requests (the node filters)
@@ -76,6 +78,11 @@ class CycleState:
     def allocating(self) -> frozenset[str]:
         """Keys of the claims this cycle allocates (the others are allocated already)."""
         return frozenset(c.key for c in self.to_allocate)
+
+    def reasons(self) -> list[Reason]:
+        """Why no node fits, rendered now: only a pod that fails (and has its diagnostics
+        written) pays for the messages, not one that passed over full nodes to fit."""
+        return [*self.node_reasons, *(r for res in self.rejected for r in res.reasons)]
 
     def __post_init__(self) -> None:
         if len(self.to_allocate) != 1 or self.allocated:

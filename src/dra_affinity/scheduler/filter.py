@@ -191,7 +191,8 @@ def full_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: All
             if score > best_score:  # ties keep the earlier node (first-fit order)
                 best, best_score = res, score
             continue
-        cyc.node_reasons.extend(res.reasons)
+        cyc.rejected.append(res)  # rendered only if the pod fails (CycleState.reasons)
     if best is not None:
         cyc.chosen = best
         cyc.node_reasons = []
+        cyc.rejected = []

@@ -231,8 +231,8 @@ class Scheduler:
     def _finish(self, cyc: CycleState) -> Attempt:
         """Reserve, then the binding cycle; Unreserve when any step of it fails."""
         if cyc.chosen is None:
-            msg = _summary(len(self.snapshot().nodes), cyc.node_reasons)
-            return self._failed(cyc.key, [*cyc.node_reasons], msg)
+            why = cyc.reasons()
+            return self._failed(cyc.key, why, _summary(len(self.snapshot().nodes), why))
         node = cyc.chosen.node
         conflict = (refresh_claims(self.view, cyc) or placement_conflict(self.cache, cyc)
                     or reserve(self.state, self.snapshot(), cyc))

@@ -65,7 +65,6 @@ from dra_affinity.bench.packing.offline import METHOD as OFFLINE_METHOD
 from dra_affinity.bench.packing.offline import OfflineSchedule, offline_schedule
 from dra_affinity.bench.throughput import build_cluster
 from dra_affinity.features import Features
-from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.workload import (
     DRIVER,
@@ -239,8 +238,7 @@ def run_policy(spec: WorkloadSpec, evs: Sequence[Event], scoring: str) -> Policy
     """Replay ``evs`` through a fresh cluster and scheduler with ``scoring``."""
     t0 = time.process_time()
     cluster = build_cluster(spec)
-    sched = Scheduler(cluster, Features(), fast_paths=FastPaths.all(),
-                      scoring=scoring)
+    sched = Scheduler(cluster, Features(), scoring=scoring)
     sched.start()
     state = sched.state
     slots = spec.slots

@@ -1,9 +1,12 @@
 """Fast paths: indexes and caches that skip work without changing any decision.
 
-Each is behind its own switch in :class:`FastPaths`; with every switch off the
-scheduler runs the reference path (the full first-fit scan, an extraction per
-cycle). ``tests/scheduler/fastpath/test_agreement.py`` runs every combination
-against the reference on random workloads and requires identical choices.
+Every fast path is on by default, and every entry point (``scheduler``,
+``simulate``, ``bench``, the tools) runs that one configuration. The switches of
+:class:`FastPaths` exist for the tests: with every switch off the scheduler runs
+the reference path (the full first-fit scan, an extraction per cycle), and
+``tests/scheduler/fastpath/test_agreement.py`` runs every combination against it
+on random workloads and requires identical choices. Why on rather than a faster
+reference: docs/decisions.md, "One scheduler configuration".
 
 * :mod:`.freeindex`: nodes by free capacity and lock value, for one-device requests;
 * :mod:`.nodeindex`: per claim-content cursors and cached "device not viable" verdicts;
@@ -17,10 +20,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FastPaths:
-    """Which fast paths are on. The default keeps only the extraction cache."""
+    """Which fast paths are on: all of them unless a test asks otherwise."""
 
-    free_index: bool = False
-    node_index: bool = False
+    free_index: bool = True
+    node_index: bool = True
     extraction_cache: bool = True
 
     @classmethod
