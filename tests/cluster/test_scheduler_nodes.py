@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kube.live import Live, World, live, ns, schedulers, wait_until
+from kube.live import MERGE_PATCH, Live, World, live, ns, schedulers, wait_until
 
 pytestmark = pytest.mark.cluster
 _FIXTURES = (live, ns, schedulers)  # pytest finds fixtures by module attribute
@@ -64,8 +64,11 @@ def test_taints_affinity_cordon_and_resources(control_plane: Any, live: Live, ns
     msg = _unschedulable_message(live, ns, "late")
     assert "InsufficientNodeResources" in msg and "NodeAffinityMismatch" in msg, msg
     assert live.node_of(ns, "late") is None
-    # Cordoned, n1 is refused for that first.
+    # Cordoned, n1 is refused for that first. A cordon cannot make the pod fit, so it
+    # is not tried again for it; a label on n2 could (NodeAffinity rejected it there).
     w.patch_node(n1, {"unschedulable": True})
+    live.api.request("PATCH", f"/api/v1/nodes/{n2}", content_type=MERGE_PATCH,
+                     body={"metadata": {"labels": {"rack": "r2"}}})
     wait_until(lambda: "NodeUnschedulable" in _unschedulable_message(live, ns, "late"), 60,
                "NodeUnschedulable in the message")
     assert live.node_of(ns, "late") is None

@@ -69,7 +69,8 @@ def test_refused_status_write_sets_scheduler_error_condition(api: FakeApi) -> No
     assert p is not None
     assert p["status"]["conditions"][0]["reason"] == "SchedulerError"
     assert "500 InternalError" in p["status"]["conditions"][0]["message"]
-    assert proc.queue.failures("default/a") == 1
+    # An error, not a filter's verdict: backoffQ, retried without waiting for an event.
+    assert proc.queue.attempts("default/a") == 1 and proc.queue.where("default/a") == "backoff"
     _run(proc, api)  # retried: the next attempt succeeds
     assert _node(api, "default/a") == "node-1"
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from dra_affinity.api.core import Pod
+from dra_affinity.kube.events import EventRecorder
 from dra_affinity.kube.leader import LeaderElector
 from dra_affinity.kube.view import KubeView, LeadershipLost
 from dra_affinity.scheduler.view import WriteFailed
@@ -127,7 +128,7 @@ def test_fence_closes_at_the_renew_deadline_counted_from_the_renewals_start() ->
 
 
 def test_no_write_leaves_a_replica_past_its_renew_deadline() -> None:
-    """Fencing: the view asks the elector right before each request it sends."""
+    """Fencing: the view and the event recorder ask the elector right before each request."""
     api, clock = FakeApi(), Clock()
     a = _elector(api, "a", clock)
     assert a.try_acquire_or_renew()
@@ -139,8 +140,10 @@ def test_no_write_leaves_a_replica_past_its_renew_deadline() -> None:
     with pytest.raises(WriteFailed, match="no longer leads"):
         view.bind_pod(model, "node-1")
     view.set_unschedulable(model, "Unschedulable", "x")
-    view.post_event(namespace="default", involved={"kind": "Pod", "name": "p"}, type_="Warning",
-                    reason="FailedScheduling", message="x", component="dra-affinity", instance="a")
+    events = EventRecorder(api, component="dra-affinity", instance="a", may_write=a.may_write)
+    events.record({"kind": "Pod", "namespace": "default", "name": "p"}, "Warning",
+                  "FailedScheduling", "Scheduling", "x")
+    events.send_pending()
     assert api.requests == []
     assert issubclass(LeadershipLost, WriteFailed)
 

@@ -116,9 +116,12 @@ def test_no_fit_sets_condition_and_event_and_backs_off(api: FakeApi) -> None:
     assert cond["reason"] == "Unschedulable"
     assert "AffinityLockMismatch" in cond["message"]
     events = [o for o in api.objects["Event"].values() if o["reason"] == "FailedScheduling"]
-    assert events and events[0]["involvedObject"]["name"] == f"p{stuck}"
-    assert events[0]["involvedObject"]["uid"] == f"uid-pod-p{stuck}"
-    assert proc.queue.failures(f"default/p{stuck}") >= 1
+    assert events and events[0]["regarding"]["name"] == f"p{stuck}"
+    assert events[0]["regarding"]["uid"] == f"uid-pod-p{stuck}"
+    assert events[0]["action"] == "Scheduling" and events[0]["note"] == cond["message"]
+    assert proc.queue.attempts(f"default/p{stuck}") >= 1
+    # Rejected by the DynamicResources filter: parked until an event could help.
+    assert proc.queue.where(f"default/p{stuck}") == "unschedulable"
     assert _devices(api, f"default/p{stuck}-nic") == []
 
 
@@ -162,7 +165,7 @@ def test_failed_bind_is_retried_and_then_succeeds(api: FakeApi) -> None:
     _run(proc, api)
     assert _node(api, "default/a") == "node-1"
     assert _devices(api, "default/a-nic") == ["networking.example.com/node-1/eth1"]
-    assert proc.queue.failures("default/a") == 0 and "default/a" not in proc.queue
+    assert proc.queue.attempts("default/a") == 0 and "default/a" not in proc.queue
 
 
 def test_claim_conflict_is_retried_after_reading_again(api: FakeApi) -> None:
@@ -391,7 +394,7 @@ def test_pod_waits_for_its_template_claim_without_an_attempt(api: FakeApi) -> No
     api.create("Pod", p)
     proc = _process(api)
     _run(proc, api, rounds=1)
-    assert "default/t" in proc.waiting
+    assert proc.queue.where("default/t") == "gated" and proc.queue.attempts("default/t") == 0
     assert not api.objects["Event"]
     stored = api.get("Pod", "default/t")
     assert stored is not None and "conditions" not in stored["status"]
@@ -403,7 +406,7 @@ def test_pod_waits_for_its_template_claim_without_an_attempt(api: FakeApi) -> No
     stored["status"]["resourceClaimStatuses"] = [{"name": "nic", "resourceClaimName": "t-nic-abcde"}]
     api.update("Pod", stored, status=True)
     sync(api, proc.view)
-    assert "default/t" not in proc.waiting
+    assert proc.queue.where("default/t") == "active"
     _run(proc, api)
     assert _node(api, "default/t") == "node-1"
 
@@ -437,3 +440,65 @@ def test_unreadable_bridge_fails_the_pool_closed_until_fixed(api: FakeApi) -> No
     _run(proc, api)
     assert not proc.view.slice_problems()
     assert _node(api, "default/a") == "node-1"
+
+
+def test_unschedulable_pods_wait_for_an_event_that_can_help_and_write_only_changes(
+        api: FakeApi) -> None:
+    """Queueing hints end to end: an unschedulable pod is not retried by events its
+    rejection does not care about; one that can help retries it; the same verdict again
+    writes no condition and only counts in the Event's series; a release lets it bind."""
+    for i, subnet in enumerate("pqrst"):
+        api.create("ResourceClaim", claim(f"p{i}-nic", subnet))
+        api.create("Pod", pod(f"p{i}", f"p{i}-nic"))
+    proc = _process(api)
+    _run(proc, api)
+    stuck = next(i for i in range(5) if not _node(api, f"default/p{i}"))
+    key = f"default/p{stuck}"
+
+    def status_writes() -> int:
+        return len([p for m, p in api.requests if m == "PATCH" and p.endswith(f"/p{stuck}/status")])
+
+    def failed_events() -> list[dict[str, Any]]:
+        return [o for o in api.objects["Event"].values()
+                if o["reason"] == "FailedScheduling" and o["regarding"]["name"] == f"p{stuck}"]
+
+    assert proc.queue.where(key) == "unschedulable" and status_writes() == 1
+    attempts = proc.queue.attempts(key)
+    # A node label: no plugin that rejected it cares.
+    n1 = api.get("Node", "node-1")
+    assert n1 is not None
+    n1["metadata"]["labels"]["rack"] = "r1"
+    api.update("Node", n1)
+    _run(proc, api)
+    assert proc.queue.attempts(key) == attempts and proc.queue.where(key) == "unschedulable"
+    # A slice republished: it may; same verdict, same message: nothing new is written.
+    meta = api.get("ResourceSlice", "node-2-meta")
+    assert meta is not None
+    meta["metadata"]["labels"] = {"republished": "yes"}
+    api.update("ResourceSlice", meta)
+    _run(proc, api)
+    assert proc.queue.attempts(key) == attempts + 1
+    assert status_writes() == 1
+    (ev,) = failed_events()
+    assert ev["series"]["count"] == 2
+    # A pod holding a lock goes, its claim with it: devices released, the pod fits.
+    other = next(i for i in range(5) if i != stuck)
+    api.delete("Pod", f"default/p{other}")
+    api.delete("ResourceClaim", f"default/p{other}-nic")
+    _run(proc, api)
+    assert _node(api, key) is not None and key not in proc.queue
+
+
+def test_queue_and_client_metrics_are_exposed(api: FakeApi) -> None:
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    _run(proc, api)
+    proc.observe_queue()
+    text = proc.metrics.exposition()
+    assert 'dra_affinity_pending_pods{queue="unschedulable"} 0.0' in text
+    assert 'dra_affinity_rest_client_requests_total{client="scheduler",code="200",method="POST"}' \
+        in text
+    assert 'dra_affinity_rest_client_requests_total{client="events",code="200",method="POST"}' in text
+    assert "dra_affinity_thread_cpu_seconds_total{thread=" in text
+    assert "dra_affinity_dropped_total" in text

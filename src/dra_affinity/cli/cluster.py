@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dra_affinity.kube.queue import DEFAULT_UNSCHEDULABLE_TIMEOUT
+from dra_affinity.kube.ratelimit import KUBE_API_BURST, KUBE_API_QPS
+
 from ._base import EXIT_EXPECTATION, _console, _dump, _fail_input, _scenario_sim, main
 from ._kube import api_failed, cluster_options, connect
 
@@ -278,6 +281,15 @@ def _gate_map(values: tuple[str, ...]) -> dict[str, bool]:
 @click.option("--initial-backoff", type=click.FloatRange(0.0), default=1.0, show_default=True,
               help="Seconds before a failed pod is tried again (doubling per failure).")
 @click.option("--max-backoff", type=click.FloatRange(0.0), default=10.0, show_default=True)
+@click.option("--pod-max-in-unschedulable-pods-duration", "unschedulable_timeout",
+              type=click.FloatRange(1.0), default=DEFAULT_UNSCHEDULABLE_TIMEOUT, show_default=True,
+              help="Seconds an unschedulable pod waits for a cluster event that could help "
+                   "before it is tried again anyway.")
+@click.option("--kube-api-qps", type=click.FloatRange(0.0), default=KUBE_API_QPS, show_default=True,
+              help="Client-side requests per second to the API server, per client "
+                   "(scheduling; events); 0: no limit.")
+@click.option("--kube-api-burst", type=click.IntRange(1), default=KUBE_API_BURST, show_default=True,
+              help="Requests a client may send at once before --kube-api-qps paces it.")
 @click.option("--tolerated-taint", "tolerated_taints", multiple=True,
               default=("dra-affinity.io/affinity-pools",), show_default=True,
               help="Taint keys every pod of this scheduler tolerates without saying so (repeatable); "
@@ -291,7 +303,8 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
               lease_namespace: str | None, lease_name: str, identity: str | None, lease_duration: float, renew_deadline: float,
               retry_period: float, metrics_port: int, metrics_address: str,
               feature_gates: tuple[str, ...], scoring: str, initial_backoff: float,
-              max_backoff: float, tolerated_taints: tuple[str, ...], log_level: str,
+              max_backoff: float, unschedulable_timeout: float, kube_api_qps: float,
+              kube_api_burst: int, tolerated_taints: tuple[str, ...], log_level: str,
               tune_gc: bool) -> None:
     """Run as a secondary scheduler on a cluster (pods with --scheduler-name).
 
@@ -312,6 +325,8 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
 
     if leader_elect and not lease_duration > renew_deadline > retry_period:
         _fail_input("need --lease-duration > --renew-deadline > --retry-period")
+    if initial_backoff > max_backoff:
+        _fail_input("need --initial-backoff <= --max-backoff")
     try:
         features = Features.parse(scheduler=_gate_map(feature_gates))
     except UnknownGateError as e:
@@ -324,8 +339,9 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
                    lease_duration=lease_duration, renew_deadline=renew_deadline,
                    retry_period=retry_period, metrics_port=metrics_port,
                    metrics_address=metrics_address, initial_backoff=initial_backoff,
-                   max_backoff=max_backoff, scoring=scoring,
-                   tolerated_taints=tolerated_taints, tune_gc=tune_gc)
+                   max_backoff=max_backoff, unschedulable_timeout=unschedulable_timeout,
+                   scoring=scoring, tolerated_taints=tolerated_taints,
+                   kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, tune_gc=tune_gc)
     try:
         proc = SchedulerProcess(api, opts, features)
         code = proc.run()

@@ -52,7 +52,7 @@ RESOURCES: dict[str, Resource] = {
     "Namespace": Resource("Namespace", "/api/v1", "namespaces", False),
     "Node": Resource("Node", "/api/v1", "nodes", False),
     "Pod": Resource("Pod", "/api/v1", "pods", True),
-    "Event": Resource("Event", "/api/v1", "events", True),
+    "Event": Resource("Event", "/apis/events.k8s.io/v1", "events", True),
     "DeviceClass": Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclasses", False),
     "ResourceSlice": Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims", True),

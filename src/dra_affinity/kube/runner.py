@@ -5,11 +5,19 @@ Threads and who touches what:
 * one reflector per watched kind (:mod:`.informer`) puts changes on one queue;
 * the leader elector (:mod:`.leader`) renews the Lease;
 * the HTTP server answers ``/metrics``, ``/healthz``, ``/readyz``;
+* the events thread writes Events (:mod:`.events`, aggregated into series);
 * the loop thread (:meth:`SchedulerProcess.loop`) is the only one that touches the
-  view's caches and the scheduler core: it applies changes, and once this replica
-  leads and every informer has synced, rebuilds the locks from allocated claims
-  (``Scheduler.start``) and schedules pods from the queue, one attempt at a time.
-  The metrics endpoint reads the core's state under the same lock.
+  view's caches, the scheduling queue (:mod:`.queue`) and the scheduler core: it
+  applies changes (turning them into the cluster events that move unschedulable
+  pods), and once this replica leads and every informer has synced, rebuilds the
+  locks from allocated claims (``Scheduler.start``) and schedules pods from the
+  queue, one attempt at a time. The metrics endpoint reads the core's state under
+  the same lock.
+
+Requests to the API server go through a client-side token bucket
+(``--kube-api-qps``/``--kube-api-burst``, :mod:`.ratelimit`): one for the
+scheduler's client (informers, claims, bindings, pod status), one for Events, as
+kube-scheduler has; leader election is never held back by either.
 
 Nothing here keeps state that the cluster does not: locks are rebuilt from
 allocated claims on every start, so ``kill -9`` at any point loses nothing (a
@@ -34,18 +42,24 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, GCCollector, Histogram
 
-from dra_affinity.api.core import Pod
+from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.meta import TypedObject
+from dra_affinity.api.podclaims import claim_key
+from dra_affinity.api.resource import ResourceClaim
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
+from dra_affinity.observe.threads import ThreadCpuCollector
 from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.structured.model import Result
 
 from .api import Api
+from .events import EventRecorder
 from .informer import Change, Reflector
 from .leader import LeaderElector
-from .queue import SchedulingQueue
+from .queue import DEFAULT_UNSCHEDULABLE_TIMEOUT, ClusterEvent, SchedulingQueue, plugins_of
+from .ratelimit import KUBE_API_BURST, KUBE_API_QPS, RateLimitedApi, TokenBucket
 from .view import AFFINITY_POOLS_TAINT, WATCHED_KINDS, KubeView
 
 log = logging.getLogger("dra_affinity.kube")
@@ -58,17 +72,35 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                    30.0, 60.0)
 
 
-class KubeRecorder(Recorder):
-    """Events go to the API server (queued by the loop thread after each attempt, sent
-    by the events thread); scheduler warnings go to the log. Nothing accumulates in
-    memory in a long-running process."""
+# Events' ``action`` by reason (what the scheduler was doing), as kube-scheduler sets it.
+_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling"}
+# How often unschedulable pods are checked against the 5-minute limit (kube-scheduler: 30 s).
+FLUSH_EVERY = 30.0
 
-    def __init__(self) -> None:
+
+class KubeRecorder(Recorder):
+    """Events go to the API server (:class:`.events.EventRecorder`, aggregated into series);
+    scheduler warnings go to the log. Nothing accumulates in memory."""
+
+    def __init__(self, view: KubeView, sink: EventRecorder | None = None) -> None:
         super().__init__()
-        self.outbox: list[tuple[str, str, str, str]] = []
+        self.view = view
+        self.sink = sink
 
     def event(self, obj: str, type_: str, reason: str, message: str) -> None:
-        self.outbox.append((obj, type_, reason, message))
+        if self.sink is None:
+            return
+        kind, _, ref = obj.partition(" ")
+        ns, _, name = ref.rpartition("/")
+        regarding: dict[str, Any] = {"kind": kind, "name": name}
+        if kind == "Pod":
+            regarding.update(apiVersion="v1", namespace=ns or "default")
+            p = self.view.pod(ref)
+            if p is not None and p.metadata.uid:
+                regarding["uid"] = p.metadata.uid
+        elif kind == "ResourceSlice":
+            regarding["apiVersion"] = "resource.k8s.io/v1"
+        self.sink.record(regarding, type_, reason, _ACTIONS.get(reason, reason), message)
 
     def warn(self, message: str, **kv: str) -> None:
         log.warning(message, extra={"fields": kv})
@@ -88,8 +120,12 @@ class Options:
     metrics_address: str = "0.0.0.0"
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
+    unschedulable_timeout: float = DEFAULT_UNSCHEDULABLE_TIMEOUT
     scoring: str = "firstfit"
     tolerated_taints: tuple[str, ...] = (AFFINITY_POOLS_TAINT,)
+    # Client-side limit of each client (0: none); see docs/decisions.md for the defaults.
+    kube_api_qps: float = KUBE_API_QPS
+    kube_api_burst: int = KUBE_API_BURST
     #: Tune the cyclic garbage collector once the informers have synced (gctune): it is
     #: process-wide, so only the process's entry point (``dra-affinity scheduler``) asks.
     tune_gc: bool = False
@@ -99,10 +135,24 @@ class SchedulerProcess:
     """Everything one scheduler replica runs; :meth:`run` until stopped."""
 
     def __init__(self, api: Api, options: Options, features: Features | None = None) -> None:
-        self.api = api
         self.options = options
+        self.metrics = SchedulerMetrics()
+        r = self.metrics.registry
+        r.register(ThreadCpuCollector())
+        self.requests = Counter(
+            "dra_affinity_rest_client_requests", "Requests to the API server by client, method "
+            "and status (0: not answered).", ["client", "method", "code"], registry=r)
+        self.rate_limited = Histogram(
+            "dra_affinity_rest_client_rate_limiter_duration_seconds",
+            "Time requests waited for the client-side rate limiter, by client.", ["client"],
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.dropped = Counter("dra_affinity_dropped", "Items a bounded queue dropped when full, "
+                               "by queue.", ["queue"], registry=r)
+        self.raw_api = api
+        self.api = self._client(api, "scheduler")
         self.changes: queue.Queue[Change] = queue.Queue()
         self._gc_tuning = ExitStack()
+        # Leader election has a client of its own, never held back by the rate limits.
         self.elector = (LeaderElector(api, namespace=options.lease_namespace,
                                       name=options.lease_name, identity=options.identity,
                                       lease_duration=options.lease_duration,
@@ -110,27 +160,29 @@ class SchedulerProcess:
                                       retry_period=options.retry_period)
                         if options.leader_elect else None)
         # Fencing: the view checks the elector just before every write it sends.
-        self.view = KubeView(api, on_problem=self._object_problem,
+        self.view = KubeView(self.api, on_problem=self._object_problem,
                              tolerated_taints=options.tolerated_taints,
                              may_write=self.elector.may_write if self.elector else None)
         self.view.pod_listeners.append(self._pod_changed)
-        self.view.claim_created.append(self._claim_created)
-        # Pods waiting for a claim to be created (PreEnqueue): key -> what is missing.
-        self.waiting: dict[str, list[str]] = {}
-        self.metrics = SchedulerMetrics()
-        self.recorder = KubeRecorder()
+        self.view.subscribe(self)
+        self.events = EventRecorder(self._client(api, "events"), component=options.scheduler_name,
+                                    instance=options.identity,
+                                    on_drop=self.dropped.labels("events").inc,
+                                    may_write=self._may_write)
+        self.recorder = KubeRecorder(self.view, self.events)
         self.scheduler = Scheduler(self.view, features or Features(), metrics=self.metrics,
                                    recorder=self.recorder, scoring=options.scoring)
-        self.queue = SchedulingQueue(options.initial_backoff, options.max_backoff)
+        self.queue = SchedulingQueue(options.initial_backoff, options.max_backoff,
+                                     options.unschedulable_timeout)
         self.core_lock = threading.Lock()
         self.stopping = threading.Event()
         self.started = threading.Event()  # locks rebuilt, scheduling
         self.exit_code = 0
+        self._next_flush = time.monotonic() + FLUSH_EVERY
         self.reflectors = [
-            Reflector(api, kind, self.changes,
+            Reflector(self.api, kind, self.changes,
                       field_selector=NON_TERMINAL_PODS if kind == "Pod" else None)
             for kind in WATCHED_KINDS]
-        r = self.metrics.registry
         self.attempt_seconds = Histogram(
             "dra_affinity_scheduling_attempt_duration_seconds",
             "One scheduling attempt (PreFilter to Bind), by result.", ["result"],
@@ -141,14 +193,34 @@ class SchedulerProcess:
             buckets=LATENCY_BUCKETS, registry=r)
         self.attempts = Counter("dra_affinity_schedule_attempts", "Scheduling attempts by result.",
                                 ["result"], registry=r)
-        self.pending = Gauge("dra_affinity_pending_pods", "Pods waiting in the scheduling queue.",
+        self.pending = Gauge("dra_affinity_pending_pods",
+                             "Pods in the scheduling queue, by part (active, backoff, "
+                             "unschedulable, gated, inFlight).", ["queue"], registry=r)
+        self.moved = Counter("dra_affinity_queue_incoming_pods", "Pods moved back to be tried "
+                             "by a cluster event (or the periodic flush), by event.", ["event"],
                              registry=r)
         self.leader = Gauge("dra_affinity_leader", "1 while this replica leads and schedules.",
                             registry=r)
         GCCollector(registry=r)  # python_gc_collections_total{generation}: what tune_gc defers
         self._server: ThreadingHTTPServer | None = None
-        self.outgoing: queue.Queue[dict[str, Any]] = queue.Queue()
         self._event_thread: threading.Thread | None = None
+
+    def _client(self, api: Api, name: str) -> Api:
+        """``api`` behind a token bucket of its own (none with ``kube_api_qps`` 0)."""
+        bucket = TokenBucket(self.options.kube_api_qps, self.options.kube_api_burst)
+        waited = self.rate_limited.labels(name)
+
+        def observe(method: str, status: int, seconds: float) -> None:
+            self.requests.labels(name, method, str(status)).inc()
+            if bucket.limited:
+                waited.observe(seconds)
+
+        return RateLimitedApi(api, bucket, observe=observe)
+
+    def _may_write(self) -> bool:
+        """The view's fence, read at each Event write: Events leave only while we may write."""
+        fence = self.view.may_write
+        return fence is None or fence()
 
     # ================================================================== callbacks (loop thread)
     def _object_problem(self, kind: str, key: str, message: str) -> None:
@@ -156,26 +228,49 @@ class SchedulerProcess:
             return
         self.recorder.event(f"ResourceSlice {key}", "Warning", "SharingAffinityInvalid", message)
 
-    def _claim_created(self, claim: Any) -> None:
-        """A claim appeared: the pods waiting for one in its namespace are tried again."""
-        ns = claim.namespace
-        for key in [k for k in self.waiting if k.startswith(f"{ns}/")]:
-            del self.waiting[key]
-            pod = self.view.pod(key)
-            if pod is not None:
-                self.queue.add(key, pod.spec.priority or 0, updated=True)
-
     def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         if new is None:
             if old is not None:
-                self.queue.remove(f"{old.namespace}/{old.name}")
+                self.queue.delete(f"{old.namespace}/{old.name}")
+                if old.spec.node_name:
+                    self._event(ClusterEvent.ASSIGNED_POD_DELETE)
             return
         key = f"{new.namespace}/{new.name}"
         if new.spec.node_name or new.metadata.deletion_timestamp or \
                 new.spec.scheduler_name != self.options.scheduler_name or new.spec.scheduling_gates:
-            self.queue.remove(key)
+            self.queue.delete(key)
             return
-        self.queue.add(key, new.spec.priority or 0, updated=old is not None and _relevant(old, new))
+        claims = [claim_key(new, prc) for prc in new.spec.resource_claims]
+        if old is None or key not in self.queue:
+            self.queue.add(key, new.spec.priority or 0, claims)
+        else:
+            self.queue.update(key, new.spec.priority or 0, claims, relevant=_relevant(old, new))
+
+    def on_change(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None:
+        """The view's listener: what changed, as the events that may move unschedulable pods."""
+        if old is new:
+            return  # a resync (the scheduler's cache is told again; nothing changed)
+        if kind == "ResourceClaim":
+            obj = new if new is not None else old
+            assert obj is not None
+            if isinstance(old, ResourceClaim) and old.status.allocation is not None and (
+                    not isinstance(new, ResourceClaim) or new.status.allocation is None):
+                self._event(ClusterEvent.CLAIM_RELEASE)
+            if new is not None:
+                self._event(ClusterEvent.CLAIM_CHANGE, claim=f"{obj.namespace}/{obj.name}",
+                            namespace=obj.namespace)
+        elif kind == "ResourceSlice":
+            self._event(ClusterEvent.SLICE_CHANGE)
+        elif kind == "DeviceClass" and new is not None:
+            self._event(ClusterEvent.CLASS_CHANGE)
+        elif kind == "Node" and isinstance(new, Node):
+            for event in _node_events(old if isinstance(old, Node) else None, new):
+                self._event(event)
+
+    def _event(self, event: ClusterEvent, **where: str) -> None:
+        moved = self.queue.on_event(event, **where)
+        if moved:
+            self.moved.labels(event.value).inc(moved)
 
     # ================================================================== the loop
     def _drain(self, wait: float) -> None:
@@ -191,7 +286,6 @@ class SchedulerProcess:
                 except queue.Empty:
                     break
                 self.view.apply(ch)
-        self._flush_events()
 
     def leading(self) -> bool:
         """This replica schedules: it leads and its renew deadline has not passed."""
@@ -203,8 +297,8 @@ class SchedulerProcess:
                 self.exit_code = 1
                 self.stopping.set()
                 break
-            ready = self.started.is_set() and self.queue.next_ready_in() == 0
-            wait = 0.0 if ready else min(self.queue.next_ready_in() or 0.2, 0.2)
+            ready_in = self.queue.next_ready_in() if self.started.is_set() else None
+            wait = 0.0 if ready_in == 0 else min(ready_in or 0.2, 0.2)
             self._drain(wait)
             if not self.leading():
                 continue
@@ -222,12 +316,26 @@ class SchedulerProcess:
                     "nodes": len(self.view.nodes()), "nodesTotal": self.view.node_count(),
                     "slices": len(self.view.slices()),
                     "claims": len(self.view.claims()), "pending": len(self.queue)}})
-                self._flush_events()
                 continue
+            self._flush_unschedulable()
             key = self.queue.pop()
             if key is not None:
                 self.schedule_one(key)
-            self.pending.set(len(self.queue))
+            self.observe_queue()
+
+    def observe_queue(self) -> None:
+        for part, n in self.queue.lengths().items():
+            self.pending.labels(part).set(n)
+
+    def _flush_unschedulable(self) -> None:
+        """Every 30 s: pods unschedulable for 5 minutes are tried again (the safety net)."""
+        now = time.monotonic()
+        if now < self._next_flush:
+            return
+        self._next_flush = now + FLUSH_EVERY
+        moved = self.queue.flush()
+        if moved:
+            self.moved.labels("UnschedulableTimeout").inc(moved)
 
     def schedule_one(self, key: str) -> None:
         pod0 = self.view.pod(key)
@@ -235,12 +343,10 @@ class SchedulerProcess:
             else []
         if missing:
             # PreEnqueue, as the DynamicResources plugin does: no attempt (and no condition or
-            # event) until the claims exist; their creation or a pod update retries at once.
-            self.waiting[key] = missing
-            self.queue.failed(key)
+            # event) until the claims exist; their creation or a pod update lets it in.
+            self.queue.gate(key)
             log.debug("waiting for claims", extra={"fields": {"pod": key, "missing": missing}})
             return
-        self.waiting.pop(key, None)
         waited = self.queue.waited(key)
         t0 = time.perf_counter()
         with self.core_lock:
@@ -259,49 +365,20 @@ class SchedulerProcess:
             fields["devices"] = [a["device"] for a in attempt.allocations]
             log.info("scheduled", extra={"fields": fields})
         elif pod is None or pod.spec.node_name:
-            self.queue.remove(key)
+            self.queue.delete(key)
         else:
-            fields["retryIn"] = self.queue.failed(key)
-            fields["reasons"] = [r.code for r in attempt.reasons]
+            codes = [r.code for r in attempt.reasons]
+            fields["retryIn"] = self.queue.failed(key, plugins_of(codes))
+            fields["queue"] = self.queue.where(key)
+            fields["reasons"] = codes
             fields["message"] = attempt.message
             log.info("unschedulable" if attempt.result is not Result.ERROR else "error",
                      extra={"fields": fields})
             self.view.set_unschedulable(
                 pod, "SchedulerError" if attempt.result is Result.ERROR else "Unschedulable",
                 attempt.message)
-        self._flush_events()
-
-    def _flush_events(self) -> None:
-        out, self.recorder.outbox = self.recorder.outbox, []
-        for obj, type_, reason, message in out:
-            kind, _, ref = obj.partition(" ")
-            ns, _, name = ref.rpartition("/")
-            involved: dict[str, Any] = {"kind": kind, "name": name}
-            if kind == "Pod":
-                involved["apiVersion"] = "v1"
-                involved["namespace"] = ns or "default"
-                p = self.view.pod(ref)
-                if p is not None and p.metadata.uid:
-                    involved["uid"] = p.metadata.uid
-            elif kind == "ResourceSlice":
-                involved["apiVersion"] = "resource.k8s.io/v1"
-            self.outgoing.put(dict(namespace=ns or "default", involved=involved, type_=type_,
-                                   reason=reason, message=message,
-                                   component=self.options.scheduler_name,
-                                   instance=self.options.identity))
         if self._event_thread is None:  # no thread (tests driving the loop by hand): send now
-            self._send_events()
-
-    def _send_events(self, block: bool = False) -> None:
-        """Post queued Events (a thread of their own in run(): never on the hot path)."""
-        while True:
-            try:
-                ev = self.outgoing.get(timeout=0.5) if block else self.outgoing.get_nowait()
-            except queue.Empty:
-                if not block or self.stopping.is_set():
-                    return
-                continue
-            self.view.post_event(**ev)
+            self.events.send_pending()
 
     # ================================================================== HTTP
     def serve_http(self) -> int:
@@ -354,7 +431,7 @@ class SchedulerProcess:
             r.start()
         if self.elector is not None:
             self.elector.start()
-        self._event_thread = threading.Thread(target=self._send_events, args=(True,),
+        self._event_thread = threading.Thread(target=self.events.run, args=(self.stopping,),
                                               name="events", daemon=True)
         self._event_thread.start()
         self._loop_thread = threading.Thread(target=self.loop, name="scheduling-loop")
@@ -369,7 +446,7 @@ class SchedulerProcess:
         if self._event_thread is not None:
             self._event_thread.join(5)
             self._event_thread = None
-            self._send_events()  # what is left, best effort
+            self.events.send_pending()  # what is left, best effort
         if self.elector is not None:
             self.elector.stop()  # releases the Lease if held
         for r in self.reflectors:
@@ -379,6 +456,22 @@ class SchedulerProcess:
             self._server.server_close()
         self._gc_tuning.close()
         log.info("stopped", extra={"fields": {"exitCode": self.exit_code}})
+
+
+def _node_events(old: Node | None, new: Node) -> list[ClusterEvent]:
+    """What a Node change may have made possible."""
+    if old is None:
+        return [ClusterEvent.NODE_ADD]
+    out = []
+    if old.metadata.labels != new.metadata.labels:
+        out.append(ClusterEvent.NODE_LABEL)
+    if old.spec.taints != new.spec.taints:
+        out.append(ClusterEvent.NODE_TAINT)
+    if old.spec.unschedulable and not new.spec.unschedulable:
+        out.append(ClusterEvent.NODE_SCHEDULABLE)
+    if old.status.get("allocatable") != new.status.get("allocatable"):
+        out.append(ClusterEvent.NODE_ALLOCATABLE)
+    return out
 
 
 def _relevant(old: Pod, new: Pod) -> bool:

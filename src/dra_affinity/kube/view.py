@@ -54,6 +54,7 @@ log = logging.getLogger("dra_affinity.kube.view")
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 WATCHED_KINDS = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
 MAX_WRITE_ATTEMPTS = 5
+MAX_CONDITION_MESSAGE = 32 * 1024
 # The example taint of nodes whose pools declare sharing affinity (deploy/affinity-pools.yaml).
 AFFINITY_POOLS_TAINT = "dra-affinity.io/affinity-pools"
 
@@ -101,6 +102,10 @@ class KubeView:
         self._claims: list[ResourceClaim] | None = None
         self._classes: dict[str, DeviceClass] | None = None
         self._namespaces: dict[str, Mapping[str, str]] | None = None
+
+        # Pod key -> the PodScheduled=False (reason, message) last written, until the pod
+        # leaves the cache (the informer's copy may not show the write yet).
+        self._conditions: dict[str, tuple[str, str]] = {}
         self._dropped_seen: set[tuple[str, str]] = set()
         self._problems_seen: dict[str, str] = {}
         # Slice name -> why its sharingAffinity bridge could not be read (slice_problems()).
@@ -193,6 +198,8 @@ class KubeView:
         self._problems_seen.pop(f"{kind}/{key}", None)
         if kind == "ResourceSlice":
             self._slice_problems.pop(key, None)
+        if kind == "Pod":
+            self._conditions.pop(key, None)
         self._changed(kind, before, None)
 
     @staticmethod
@@ -570,12 +577,23 @@ class KubeView:
         raise WriteFailed(f"unreserving claim {key}: still conflicting after "
                           f"{MAX_WRITE_ATTEMPTS} attempts", maybe_applied=True)
 
-    # ================================================================== status and events
-    def set_unschedulable(self, pod: Pod, reason: str, message: str) -> None:
-        """The pod's ``PodScheduled=False`` condition with the attempt's diagnostics."""
-        now = _now()
-        cond = {"type": "PodScheduled", "status": "False", "reason": reason,
-                "message": message[:32 * 1024], "lastProbeTime": None, "lastTransitionTime": now}
+    # ================================================================== status
+    def set_unschedulable(self, pod: Pod, reason: str, message: str) -> bool:
+        """The pod's ``PodScheduled=False`` condition with the attempt's diagnostics, written
+        only when its reason or message changes (as kube-scheduler's status update): a pod
+        that stays unschedulable for the same reason costs no write per attempt. Returns
+        whether it wrote."""
+        key = f"{pod.namespace}/{pod.name}"
+        message = message[:MAX_CONDITION_MESSAGE]
+        cur = pod_scheduled(pod.status)
+        if (reason, message) in (self._conditions.get(key),
+                                 (cur.get("reason"), cur.get("message")) if cur.get("status") == "False"
+                                 else None):
+            return False
+        # The transition is when the status became False, not this attempt.
+        since = cur.get("lastTransitionTime") if cur.get("status") == "False" else None
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                "lastProbeTime": None, "lastTransitionTime": since or _now()}
         body = {"status": {"conditions": [cond]}}
         try:
             self._write("PATCH", RESOURCES["Pod"].item(pod.name, pod.namespace, "status"),
@@ -583,25 +601,17 @@ class KubeView:
                         what=f"PodScheduled of pod {pod.namespace}/{pod.name}")
         except (ApiError, LeadershipLost) as e:
             log.info("pod %s/%s: cannot set PodScheduled=False: %s", pod.namespace, pod.name, e)
+            return False
+        self._conditions[key] = (reason, message)
+        return True
 
-    def post_event(self, *, namespace: str, involved: Mapping[str, Any], type_: str, reason: str,
-                   message: str, component: str, instance: str) -> None:
-        """A core/v1 Event (best effort: events are diagnostics, never a reason to fail)."""
-        now = _now()
-        body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{involved.get('name', 'object')}.", "namespace": namespace},
-            "involvedObject": dict(involved),
-            "type": type_, "reason": reason, "message": message[:1024],
-            "source": {"component": component},
-            "reportingComponent": component, "reportingInstance": instance,
-            "firstTimestamp": now[:19] + "Z", "lastTimestamp": now[:19] + "Z", "count": 1,
-        }
-        try:
-            self._write("POST", RESOURCES["Event"].collection(namespace), body=body,
-                        what=f"event {reason}")
-        except (ApiError, LeadershipLost) as e:
-            log.info("event %s for %s not recorded: %s", reason, involved.get("name"), e)
+
+def pod_scheduled(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod's PodScheduled condition ({} when it has none)."""
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == "PodScheduled":
+            return c
+    return {}
 
 
 def _finalizers(raw: Mapping[str, Any]) -> list[str]:
