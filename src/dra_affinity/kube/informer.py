@@ -1,8 +1,12 @@
 """Reflectors: list, then watch from the list's resourceVersion, in one thread per kind.
 
 A reflector never touches the scheduler: it puts :class:`Change` items on the
-loop's queue, and only the loop thread applies them (the scheduler core is
-single-threaded). A list is delivered as one ``REPLACE`` change holding every
+loop's queue (a :class:`~.fifo.ChangeFIFO`, which keeps one per object), and only
+the loop thread applies them (the scheduler core is single-threaded). Each object
+goes through the reflector's ``transform`` first, in the reflector's thread (as
+client-go's informer transform): ``managedFields`` are always dropped, and the
+pod informer keeps only a projection of pods it will not schedule
+(:mod:`.projection`). A list is delivered as one ``REPLACE`` change holding every
 object, so the consumer can also see what disappeared while the watch was down;
 ``SYNCED`` follows the first one. Watches ask for bookmarks (the resourceVersion
 moves on without object traffic) and end after ``timeout`` seconds; the reflector
@@ -14,11 +18,10 @@ and retry (up to ``max_backoff`` seconds), forever, until stopped.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .api import RESOURCES, Api, ApiError
 
@@ -38,12 +41,19 @@ class Change:
     objects: list[dict[str, Any]] = field(default_factory=list)
 
 
+class ChangeSink(Protocol):
+    """Where a reflector puts its changes (a :class:`~.fifo.ChangeFIFO` in the scheduler)."""
+
+    def put(self, ch: Change) -> None: ...
+
+
 class Reflector:
     """List+watch of one kind into a queue, in its own daemon thread."""
 
-    def __init__(self, api: Api, kind: str, out: queue.Queue[Any], *,
+    def __init__(self, api: Api, kind: str, out: ChangeSink, *,
                  field_selector: str | None = None, namespace: str | None = None,
-                 page_size: int = 500, watch_timeout: int = 300, max_backoff: float = 5.0) -> None:
+                 page_size: int = 500, watch_timeout: int = 300, max_backoff: float = 5.0,
+                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         self.api = api
         self.kind = kind
         self.resource = RESOURCES[kind]
@@ -53,6 +63,7 @@ class Reflector:
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
+        self.transform = transform
         self.resource_version = ""
         self.lists = 0  # how many full lists were done (re-lists after 410 count too)
         self._stop = threading.Event()
@@ -111,7 +122,7 @@ class Reflector:
         version = ""
         for page in list_pages(self.api, self.kind, self._query(),
                                namespace=self.namespace, page_size=self.page_size):
-            items.extend(page.items)
+            items.extend(self._object(it) for it in page.items)
             version = page.resource_version
         self.resource_version = version
         self.lists += 1
@@ -143,7 +154,11 @@ class Reflector:
         if typ == "BOOKMARK":
             return
         if typ in (ADDED, MODIFIED, DELETED):
-            self.out.put(Change(self.kind, str(typ), object=_with_kind(obj, self.kind)))
+            self.out.put(Change(self.kind, str(typ), object=self._object(obj)))
+
+    def _object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = _with_kind(obj, self.kind)
+        return obj if self.transform is None else self.transform(obj)
 
 
 @dataclass(frozen=True)

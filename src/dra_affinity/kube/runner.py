@@ -2,7 +2,8 @@
 
 Threads and who touches what:
 
-* one reflector per watched kind (:mod:`.informer`) puts changes on one queue;
+* one reflector per watched kind (:mod:`.informer`) puts changes on one queue that
+  keeps the latest change per object (:mod:`.fifo`);
 * the leader elector (:mod:`.leader`) renews the Lease;
 * the HTTP server answers ``/metrics``, ``/healthz``, ``/readyz``;
 * the events thread writes Events (:mod:`.events`, aggregated into series);
@@ -56,8 +57,10 @@ from dra_affinity.structured.model import Result
 
 from .api import Api
 from .events import EventRecorder
-from .informer import Change, Reflector
+from .fifo import ChangeFIFO
+from .informer import Reflector
 from .leader import LeaderElector
+from .projection import pod_transform
 from .queue import DEFAULT_UNSCHEDULABLE_TIMEOUT, ClusterEvent, SchedulingQueue, plugins_of
 from .ratelimit import KUBE_API_BURST, KUBE_API_QPS, RateLimitedApi, TokenBucket
 from .view import AFFINITY_POOLS_TAINT, WATCHED_KINDS, KubeView
@@ -150,7 +153,7 @@ class SchedulerProcess:
                                "by queue.", ["queue"], registry=r)
         self.raw_api = api
         self.api = self._client(api, "scheduler")
-        self.changes: queue.Queue[Change] = queue.Queue()
+        self.changes = ChangeFIFO()
         self._gc_tuning = ExitStack()
         # Leader election has a client of its own, never held back by the rate limits.
         self.elector = (LeaderElector(api, namespace=options.lease_namespace,
@@ -181,7 +184,8 @@ class SchedulerProcess:
         self._next_flush = time.monotonic() + FLUSH_EVERY
         self.reflectors = [
             Reflector(self.api, kind, self.changes,
-                      field_selector=NON_TERMINAL_PODS if kind == "Pod" else None)
+                      field_selector=NON_TERMINAL_PODS if kind == "Pod" else None,
+                      transform=pod_transform(options.scheduler_name) if kind == "Pod" else None)
             for kind in WATCHED_KINDS]
         self.attempt_seconds = Histogram(
             "dra_affinity_scheduling_attempt_duration_seconds",
@@ -199,6 +203,9 @@ class SchedulerProcess:
         self.moved = Counter("dra_affinity_queue_incoming_pods", "Pods moved back to be tried "
                              "by a cluster event (or the periodic flush), by event.", ["event"],
                              registry=r)
+        self.informer_queue = Gauge("dra_affinity_informer_queue_length", "Informer changes "
+                                    "waiting to be applied (at most one per object).",
+                                    registry=r)
         self.leader = Gauge("dra_affinity_leader", "1 while this replica leads and schedules.",
                             registry=r)
         GCCollector(registry=r)  # python_gc_collections_total{generation}: what tune_gc defers
@@ -326,6 +333,7 @@ class SchedulerProcess:
     def observe_queue(self) -> None:
         for part, n in self.queue.lengths().items():
             self.pending.labels(part).set(n)
+        self.informer_queue.set(len(self.changes))
 
     def _flush_unschedulable(self) -> None:
         """Every 30 s: pods unschedulable for 5 minutes are tried again (the safety net)."""
