@@ -302,6 +302,13 @@ class _Run:
             whole = sum(spent.values()) or 1.0
             out["schedulerThreadCpuShare"] = {k: round(v / whole, 3) for k, v in
                                               sorted(spent.items(), key=lambda kv: -kv[1]) if v > 0}
+            # Whether --kube-api-qps/--kube-api-burst set the pace: seconds requests waited.
+            text = self.our_metrics()
+            out["rateLimiterWaitSeconds"] = {
+                labels["client"]: round(v, 3) for labels, v in
+                _samples(text, "dra_affinity_rest_client_rate_limiter_duration_seconds_sum")}
+            out["requestsPerBoundPod"] = round(sum(
+                v for _, v in _samples(text, "dra_affinity_rest_client_requests_total")) / n, 2)
         if profiler is not None:
             out["profile"] = self._profile_stop(profiler)
         if self.sched is not None:
