@@ -102,6 +102,9 @@ CODE_OF_PLUGIN = {
     "NodeResourcesFit": reasons.INSUFFICIENT_NODE_RESOURCES,
     "Nodes": reasons.NO_NODES,
     "PodSpec": reasons.INVALID_POD_SPEC,
+    "NodePorts": reasons.HOST_PORT_CONFLICT,
+    "PodTopologySpread": reasons.TOPOLOGY_SPREAD_SKEW,
+    "InterPodAffinity": reasons.EXISTING_POD_ANTI_AFFINITY,
 }
 
 

@@ -17,6 +17,7 @@ from dra_affinity.kube.informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED
 from dra_affinity.kube.projection import pod_transform, slim_pod
 from dra_affinity.kube.runner import Options, SchedulerProcess
 from dra_affinity.scheduler.nodefit import pod_requests
+from dra_affinity.scheduler.placement.terms import terms_of
 
 from .fakeapi import FakeApi
 from .world import build, claim
@@ -94,12 +95,17 @@ BIG = {
                                          "name": "web-1", "uid": "r"}]},
     "spec": {"nodeName": "n1", "schedulerName": "default-scheduler",
              "containers": [{"name": "app", "image": "web:1", "env": [{"name": "A", "value": "b"}] * 50,
-                             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
+                             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+                             "ports": [{"containerPort": 8080, "hostPort": 80}]}],
              "initContainers": [{"name": "side", "restartPolicy": "Always", "image": "s",
-                                 "resources": {"requests": {"cpu": "100m"}}}],
+                                 "resources": {"requests": {"cpu": "100m"}},
+                                 "ports": [{"containerPort": 9090}]}],
+             "hostNetwork": True,
              "overhead": {"cpu": "10m"}, "volumes": [{"name": "v", "emptyDir": {}}] * 20,
              "resourceClaims": [{"name": "nic", "resourceClaimTemplateName": "t"}],
-             "affinity": {"podAntiAffinity": {}}, "tolerations": [{"operator": "Exists"}]},
+             "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                 {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}]}},
+             "tolerations": [{"operator": "Exists"}]},
     "status": {"phase": "Running", "podIP": "10.0.0.1",
                "resourceClaimStatuses": [{"name": "nic", "resourceClaimName": "web-nic"}],
                "containerStatuses": [{"name": "app", "state": {"running": {}}}]},
@@ -114,10 +120,12 @@ def test_slim_pods_keep_what_node_usage_and_claims_need_and_nothing_else() -> No
     assert small.spec.node_name == "n1" and small.metadata.labels == {"app": "web"}
     assert small.spec.resource_claims == full.spec.resource_claims
     assert small.status["resourceClaimStatuses"] == BIG["status"]["resourceClaimStatuses"]
-    assert small.spec.affinity == {"podAntiAffinity": {}}
+    assert small.spec.affinity == full.spec.affinity and small.spec.affinity
+    # What NodePorts and InterPodAffinity count of a bound pod is kept whole.
+    assert terms_of(small) == terms_of(full) and terms_of(small).ports
     assert "annotations" not in slim["metadata"] and "volumes" not in slim["spec"]
     assert "env" not in slim["spec"]["containers"][0] and "podIP" not in slim["status"]
-    assert len(repr(slim)) < len(repr(BIG)) / 10
+    assert len(repr(slim)) < len(repr(BIG)) / 8
 
 
 def test_only_this_schedulers_pending_pods_are_kept_whole() -> None:
@@ -164,7 +172,7 @@ def test_the_process_keeps_foreign_pods_slim_and_one_change_per_object() -> None
     raw = [e.raw for e in proc.view._store["Pod"].values()]
     foreign = [r for r in raw if r["metadata"]["name"].startswith("web-")]
     assert len(foreign) == 1000 and all("annotations" not in r["metadata"] for r in foreign)
-    assert max(len(repr(r)) for r in foreign) < len(repr(BIG)) / 10
+    assert max(len(repr(r)) for r in foreign) < len(repr(BIG)) / 8
     web0 = proc.view.pod("ns/web-0")
     assert web0 is not None and web0.metadata.labels == {"app": "web", "v": "49"}
     own = proc.view.pod("default/a")

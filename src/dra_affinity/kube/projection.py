@@ -3,8 +3,10 @@
 The scheduler watches every non-terminal pod of the cluster: its own pending pods,
 and every pod bound to a node (whoever bound it), whose requests NodeResourcesFit
 counts. Of a pod it will not schedule (bound already, or another scheduler's) it
-needs only that: names, labels, node, phase, claims, and the container resources,
-overhead and affinity that make up what the pod takes of its node. A real pod's
+needs only that: names, labels, node, phase, claims, and what the node filters
+count against its node: the container resources and overhead (NodeResourcesFit),
+host ports and host network (NodePorts), its pod (anti-)affinity (InterPodAffinity);
+its labels and namespace serve the incoming pods' affinity and spread terms. A real pod's
 JSON is mostly other things (env, volumes, probes, images, status); keeping all of
 it for every pod of a large cluster was most of the process's memory. The
 projection is applied in the reflector's thread, before the change is queued (as
@@ -19,16 +21,16 @@ from typing import Any
 
 __all__ = ["POD_FIELDS", "pod_transform", "slim_pod"]
 
-# The fields kept, by section. Containers keep only name and resources (init
-# containers their restartPolicy too: a sidecar's requests add up).
+# The fields kept, by section. Containers keep only name, resources and ports (init
+# containers their restartPolicy too: a sidecar's requests and ports add up).
 POD_FIELDS: dict[str, tuple[str, ...]] = {
     "metadata": ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp"),
     "spec": ("nodeName", "schedulerName", "priority", "resourceClaims", "overhead", "resources",
-             "affinity"),
+             "affinity", "hostNetwork"),
     "status": ("phase", "resourceClaimStatuses"),
 }
-_CONTAINER_FIELDS = ("name", "resources")
-_INIT_CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
+_CONTAINER_FIELDS = ("name", "resources", "ports")
+_INIT_CONTAINER_FIELDS = ("name", "resources", "ports", "restartPolicy")
 
 
 def _pick(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:

@@ -55,6 +55,8 @@ class ClusterEvent(enum.Enum):
     NODE_SCHEDULABLE = "Node/UpdateNodeSchedulable"
     # A pod bound to a node went away or finished: its node resources are free.
     ASSIGNED_POD_DELETE = "AssignedPod/Delete"
+    # A pod bound to a node appeared there or its labels changed (affinity, spread).
+    ASSIGNED_POD_ADD = "AssignedPod/Add|UpdatePodLabel"
     SLICE_CHANGE = "ResourceSlice/Add|Update"
     CLASS_CHANGE = "DeviceClass/Add|Update"
     # Devices or capacity freed: a claim deallocated, deleted while allocated, or a share
@@ -78,6 +80,13 @@ HINTS: dict[str, frozenset[ClusterEvent]] = {
     "NodeAffinity": frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL}),
     "NodeResourcesFit": frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE,
                                    ClusterEvent.ASSIGNED_POD_DELETE}),
+    "NodePorts": frozenset({ClusterEvent.NODE_ADD, ClusterEvent.ASSIGNED_POD_DELETE}),
+    "PodTopologySpread": frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL,
+                                    ClusterEvent.ASSIGNED_POD_ADD,
+                                    ClusterEvent.ASSIGNED_POD_DELETE}),
+    "InterPodAffinity": frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL,
+                                   ClusterEvent.ASSIGNED_POD_ADD,
+                                   ClusterEvent.ASSIGNED_POD_DELETE}),
     # No node at all: a node (with its slices) has to appear.
     "Nodes": frozenset({ClusterEvent.NODE_ADD, ClusterEvent.SLICE_CHANGE}),
     # The pod's own spec is malformed or asks what is not evaluated: only its update
@@ -91,6 +100,12 @@ _NODE_PLUGIN = {
     reasons.NODE_AFFINITY_MISMATCH: "NodeAffinity",
     reasons.INSUFFICIENT_NODE_RESOURCES: "NodeResourcesFit",
     reasons.NO_NODES: "Nodes",
+    reasons.HOST_PORT_CONFLICT: "NodePorts",
+    reasons.TOPOLOGY_SPREAD_MISSING_LABEL: "PodTopologySpread",
+    reasons.TOPOLOGY_SPREAD_SKEW: "PodTopologySpread",
+    reasons.POD_AFFINITY_MISMATCH: "InterPodAffinity",
+    reasons.POD_ANTI_AFFINITY_MISMATCH: "InterPodAffinity",
+    reasons.EXISTING_POD_ANTI_AFFINITY: "InterPodAffinity",
     reasons.INVALID_POD_SPEC: "PodSpec",
     # A placement constraint this scheduler does not evaluate: only the pod's update helps.
     reasons.UNSUPPORTED_PLACEMENT: "PodSpec",

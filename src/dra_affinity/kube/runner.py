@@ -242,6 +242,9 @@ class SchedulerProcess:
                 if old.spec.node_name:
                     self._event(ClusterEvent.ASSIGNED_POD_DELETE)
             return
+        if new.spec.node_name and (old is None or not old.spec.node_name
+                                   or old.metadata.labels != new.metadata.labels):
+            self._event(ClusterEvent.ASSIGNED_POD_ADD)
         key = f"{new.namespace}/{new.name}"
         if new.spec.node_name or new.metadata.deletion_timestamp or \
                 new.spec.scheduler_name != self.options.scheduler_name or new.spec.scheduling_gates:
