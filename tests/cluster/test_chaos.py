@@ -5,7 +5,10 @@ claims created with the official Python client and with kubectl, template claims
 Seeded, the leader is killed with SIGKILL at 5 points of the stream (and started
 again), once frozen with SIGSTOP past its Lease and woken with SIGCONT; kube-apiserver
 is killed with SIGKILL and restarted once, and etcd frozen for 20 s once (a replica
-that loses its Lease meanwhile exits and is started again). When the
+that loses its Lease meanwhile exits and is started again). Throughout, the replicas
+reach the API server through a fault-injecting proxy (``faultproxy.py``) that fails a
+seeded tenth of their writes of claims, bindings, pod status and events: answered 409
+or 500, the connection reset before the write, or reset after it was stored. When the
 run settles, the invariants are checked through the API and ``locks --kubeconfig``:
 
 * no device holds claims of different subnets;
@@ -16,12 +19,13 @@ run settles, the invariants are checked through the API and ``locks --kubeconfig
   renewals, both on its monotonic clock).
 
 Short Lease settings (4 s / 3 s / 0.5 s) keep the run near two minutes; the rules are
-the same as with the defaults.
+the same as with the defaults. ``DRA_AFFINITY_CHAOS_SEED`` runs it with another seed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -29,6 +33,7 @@ import time
 from typing import Any
 
 import pytest
+from faultproxy import FAULTS, FaultProxy
 
 from dra_affinity.kube.api import ApiError
 from kube.live import (
@@ -46,7 +51,9 @@ from kube.live import (
 pytestmark = pytest.mark.cluster
 _FIXTURES = (live, ns, schedulers)  # pytest finds fixtures by module attribute
 
-SEED = 29
+SEED = int(os.environ.get("DRA_AFFINITY_CHAOS_SEED", "29"))
+#: The fraction of the replicas' writes (claims, bindings, pod status, events) failed.
+WRITE_FAULT_RATE = 0.1
 PODS = 200
 SUBNETS = [f"s{i}" for i in range(6)]
 KILLS = 5
@@ -84,8 +91,9 @@ def _fence_violations(proc: SchedulerProc) -> list[str]:
     return out
 
 
-def test_chaos_kills_and_freezes_leave_no_violation(control_plane: Any, live: Live, ns: str,
-                                                     schedulers: Any, tmp_path: Any) -> None:
+def test_chaos_kills_freezes_and_write_faults_leave_no_violation(
+        control_plane: Any, live: Live, ns: str, schedulers: Any, tmp_path: Any,
+        request: pytest.FixtureRequest) -> None:
     from kubernetes import client
 
     rng = random.Random(SEED)
@@ -113,14 +121,23 @@ def test_chaos_kills_and_freezes_leave_no_violation(control_plane: Any, live: Li
                 "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": f"{p}-nic", "namespace": ns}, "spec": w.claim_spec(s)})
 
-    extra = ["--log-level", "debug"]
-    procs = [schedulers(identity="r1", extra=extra), schedulers(identity="r2", extra=extra)]
+    plane = control_plane.plane
+    proxy = FaultProxy(("127.0.0.1", plane.ports["kube-apiserver"]), plane.pki,
+                       rate=WRITE_FAULT_RATE, seed=SEED).start()
+    request.addfinalizer(proxy.stop)
+    through_proxy = proxy.kubeconfig(tmp_path / "proxy.kubeconfig")
+
+    def replica(identity: str) -> SchedulerProc:
+        proc: SchedulerProc = schedulers(identity=identity, kubeconfig=through_proxy,
+                                         extra=["--log-level", "debug"])
+        return proc
+
+    procs = [replica("r1"), replica("r2")]
     every = list(procs)  # every process started, for the audit
     wait_until(lambda: _leader(procs, live, ns) is not None, 60, "a leader")
     points = rng.sample(range(20, PODS - 20), KILLS + 3)
     kill_at, (freeze_at, apiserver_at, etcd_at) = set(points[:KILLS]), points[KILLS:]
     restarts = 0
-    plane = control_plane.plane
 
     def component(which: str) -> Any:
         return next(c for c in plane.components if c.name == which)
@@ -130,7 +147,7 @@ def test_chaos_kills_and_freezes_leave_no_violation(control_plane: Any, live: Li
         nonlocal restarts
         for k, proc in enumerate(procs):
             if proc.proc is not None and proc.proc.poll() is not None:
-                procs[k] = schedulers(identity=f"r{restarts + 3}", extra=extra)
+                procs[k] = replica(f"r{restarts + 3}")
                 every.append(procs[k])
                 restarts += 1
 
@@ -200,6 +217,7 @@ def test_chaos_kills_and_freezes_leave_no_violation(control_plane: Any, live: Li
     assert not violations, violations
     writes = sum(1 for p in every for r in p.records() if r.get("msg") == "write")
     assert writes >= 2 * PODS  # the audit saw the run's writes (a claim and a binding per pod)
-    print(f"chaos: pods={PODS} subnets={len(SUBNETS)} kills={KILLS} freezes=1 apiserver-kills=1 "
-          f"etcd-pauses=1 "
-          f"restarts={restarts} locked={reconstructed} violations=0")
+    assert all(proxy.injected[k] > 0 for k in FAULTS), proxy.summary()
+    print(f"chaos: seed={SEED} pods={PODS} subnets={len(SUBNETS)} kills={KILLS} freezes=1 "
+          f"apiserver-kills=1 etcd-pauses=1 restarts={restarts} locked={reconstructed} "
+          f"proxy: {proxy.summary()} violations=0")
