@@ -1,0 +1,238 @@
+"""deploy/affinity-pools.yaml enforced by a real kube-apiserver.
+
+The policies are applied as shipped; only their bindings are narrowed to the test's
+namespace (the control plane is shared by every cluster test). Each case is a pod the
+server admits or refuses: tolerations by key and by an empty key with ``Exists``,
+updates that add a toleration, pods using claim templates and named claims of the
+class, and the pods the policies must leave alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dra_affinity.kube.api import ApiError
+from kube.live import Live, deploy_docs, live, ns, wait_until
+
+pytestmark = pytest.mark.cluster
+_FIXTURES = (live, ns)
+
+TAINT = "dra-affinity.io/affinity-pools"
+CLASS = "shared-nic"
+REFUSED_TOLERATION = "only pods with schedulerName dra-affinity may use resource claims"
+_names = itertools.count()
+
+
+def _pod(ns: str, *, scheduler: str = "default-scheduler", claims: list[dict[str, str]] | None,
+         tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": scheduler,
+                            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+    if claims:
+        spec["resourceClaims"] = claims
+        spec["containers"][0]["resources"] = {"claims": [{"name": c["name"]} for c in claims]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    # Never placed: the node selector matches no node, so the stock scheduler leaves it.
+    spec["nodeSelector"] = {"dra-affinity.io/test": "none"}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{next(_names)}", "namespace": ns}, "spec": spec}
+
+
+def _create(live: Live, pod: dict[str, Any]) -> str | None:
+    """Create the pod; None when admitted, else the server's message."""
+    try:
+        live.create(pod)
+    except ApiError as e:
+        assert e.status in (403, 422), e
+        return e.message or str(e)
+    return None
+
+
+CLAIM = [{"name": "nic", "resourceClaimName": "some-claim"}]
+
+
+def _requests(klass: str, *, first_available: bool = False) -> dict[str, Any]:
+    if first_available:
+        return {"requests": [{"name": "nic", "firstAvailable": [
+            {"name": "other", "deviceClassName": "plain-nic"},
+            {"name": "shared", "deviceClassName": klass}]}]}
+    return {"requests": [{"name": "nic", "exactly": {"deviceClassName": klass}}]}
+
+
+def _template(live: Live, ns: str, name: str, devices: dict[str, Any]) -> None:
+    live.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                 "metadata": {"name": name, "namespace": ns}, "spec": {"spec": {"devices": devices}}})
+
+
+def _claim(live: Live, ns: str, name: str, devices: dict[str, Any]) -> None:
+    live.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": name, "namespace": ns}, "spec": {"devices": devices}})
+
+
+def _type_checked(live: Live, name: str) -> dict[str, Any] | None:
+    """The policy's status once the server has type-checked its current generation."""
+    policy = live.get("ValidatingAdmissionPolicy", "admissionregistration.k8s.io/v1", name)
+    assert policy is not None
+    status: dict[str, Any] = policy.get("status") or {}
+    if status.get("observedGeneration") != policy["metadata"]["generation"] or \
+            "typeChecking" not in status:
+        return None
+    return status
+
+
+@contextlib.contextmanager
+def in_force(live: Live, ns: str) -> Iterator[None]:
+    """The policies of deploy/affinity-pools.yaml in force for pods of ``ns``."""
+    docs = deploy_docs("affinity-pools.yaml")
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("ValidatingAdmissionPolicy") == kinds.count(
+        "ValidatingAdmissionPolicyBinding") == 3
+    bindings = []
+    try:
+        for doc in docs:
+            doc = copy.deepcopy(doc)
+            if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+                doc["spec"]["matchResources"] = {"namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": ns}}}
+                bindings.append(doc["metadata"]["name"])
+            live.apply(doc)
+        # the server type-checks each expression against the schemas of pods and params: a
+        # misspelt field is a warning in the status, not an error at apply
+        for name in (d["metadata"]["name"] for d in docs
+                     if d["kind"] == "ValidatingAdmissionPolicy"):
+            status = wait_until(functools.partial(_type_checked, live, name), 30,
+                                f"policy {name} type-checked")
+            assert not status["typeChecking"].get("expressionWarnings"), status
+        # In force once the server has loaded them (and the params): probe until a pod
+        # tolerating the taint, one using a template and one using a claim are refused.
+        _template(live, ns, "probe", _requests(CLASS))
+        _claim(live, ns, "probe", _requests(CLASS))
+        probes: list[dict[str, Any]] = [
+            {"tolerations": [{"key": TAINT}], "claims": CLAIM},
+            {"claims": [{"name": "nic", "resourceClaimTemplateName": "probe"}]},
+            {"claims": [{"name": "nic", "resourceClaimName": "probe"}]}]
+        for probe in probes:
+            wait_until(lambda: _create(live, _pod(ns, **probe)), 60,  # noqa: B023
+                       f"the policies in force: {probe} refused")
+        yield
+    finally:
+        for name in bindings:
+            live.api.request("DELETE", "/apis/admissionregistration.k8s.io/v1/"
+                             f"validatingadmissionpolicybindings/{name}")
+
+
+@pytest.fixture
+def policies(live: Live, ns: str) -> Iterator[None]:
+    with in_force(live, ns):
+        yield
+
+
+@pytest.mark.parametrize("toleration", [
+    {"key": TAINT, "operator": "Exists"},
+    {"key": TAINT, "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    {"key": TAINT, "operator": "Equal", "value": "other", "effect": "NoExecute"},
+    {"operator": "Exists"},                          # tolerates every taint
+    {"operator": "Exists", "effect": "NoSchedule"},  # every NoSchedule taint
+    {"key": "", "operator": "Exists"},
+], ids=["key-exists", "key-equal", "key-other-value", "exists", "exists-noschedule", "empty-key"])
+def test_toleration_of_the_taint_refused(live: Live, ns: str, policies: None,
+                                         toleration: dict[str, Any]) -> None:
+    message = _create(live, _pod(ns, claims=CLAIM, tolerations=[
+        {"key": "other", "operator": "Exists"}, toleration]))
+    assert message is not None and REFUSED_TOLERATION in message
+    assert "dra-affinity-pools" in message  # the server names the policy
+
+
+def test_pods_the_policy_leaves_alone(live: Live, ns: str, policies: None) -> None:
+    everything = [{"operator": "Exists"}]
+    # dra-affinity's own pods may tolerate it (they need not: it is implicit)
+    assert _create(live, _pod(ns, scheduler="dra-affinity", claims=CLAIM,
+                              tolerations=everything)) is None
+    # a pod without claims allocates nothing: a DaemonSet that tolerates everything
+    assert _create(live, _pod(ns, claims=None, tolerations=everything)) is None
+    # other tolerations, and none
+    assert _create(live, _pod(ns, claims=CLAIM, tolerations=[
+        {"key": "other", "operator": "Exists"},
+        {"key": f"{TAINT}-not", "operator": "Exists"}])) is None
+    assert _create(live, _pod(ns, claims=CLAIM)) is None
+
+
+def test_update_that_adds_the_toleration_refused(live: Live, ns: str, policies: None) -> None:
+    pod = _pod(ns, claims=CLAIM, tolerations=[{"key": "other", "operator": "Exists"}])
+    assert _create(live, pod) is None
+    path = f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}"
+    patch = "application/json-patch+json"
+    for added in ({"operator": "Exists"}, {"key": TAINT, "operator": "Exists"}):
+        with pytest.raises(ApiError) as refused:
+            live.api.request("PATCH", path, content_type=patch, body=[
+                {"op": "add", "path": "/spec/tolerations/-", "value": added}])
+        assert refused.value.status in (403, 422)
+        assert REFUSED_TOLERATION in refused.value.message
+    # another toleration may be added
+    live.api.request("PATCH", path, content_type=patch, body=[
+        {"op": "add", "path": "/spec/tolerations/-", "value": {"key": "b", "operator": "Exists"}}])
+    got = live.pod(ns, pod["metadata"]["name"])
+    assert got is not None
+    keys = [t["key"] for t in got["spec"]["tolerations"]]  # DefaultTolerationSeconds adds two
+    assert keys[0] == "other" and keys[-1] == "b" and TAINT not in keys
+
+
+def test_update_keeps_a_toleration_the_pod_already_had(live: Live, ns: str) -> None:
+    """A pod admitted before the policies can still be updated (labels, say); it cannot
+    gain a second toleration of the taint."""
+    legacy = _pod(ns, claims=CLAIM, tolerations=[{"operator": "Exists"}])
+    live.create(legacy)
+    with in_force(live, ns):  # after the pod
+        path = f"/api/v1/namespaces/{ns}/pods/{legacy['metadata']['name']}"
+        live.api.request("PATCH", path, content_type="application/merge-patch+json",
+                         body={"metadata": {"labels": {"touched": "yes"}}})
+        with pytest.raises(ApiError) as refused:
+            live.api.request("PATCH", path, content_type="application/json-patch+json", body=[
+                {"op": "add", "path": "/spec/tolerations/-",
+                 "value": {"key": TAINT, "operator": "Exists"}}])
+        assert REFUSED_TOLERATION in refused.value.message
+
+
+def test_claims_from_templates_of_the_class(live: Live, ns: str, policies: None) -> None:
+    _template(live, ns, "shared", _requests(CLASS))
+    _template(live, ns, "shared-sub", _requests(CLASS, first_available=True))
+    _template(live, ns, "plain", _requests("plain-nic"))
+    _template(live, ns, "empty", {})
+
+    def uses(*templates: str, scheduler: str = "default-scheduler") -> str | None:
+        return _create(live, _pod(ns, scheduler=scheduler, claims=[
+            {"name": f"c{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]))
+
+    for template in ("shared", "shared-sub"):
+        message = uses("plain", template)
+        assert message is not None
+        assert f"ResourceClaimTemplate {template} asks for DeviceClass {CLASS}" in message
+    assert uses("plain", "empty") is None
+    assert uses("missing") is None  # checked when created; the taint still applies
+    assert uses("shared", "shared-sub", scheduler="dra-affinity") is None
+
+
+def test_named_claims_of_the_class(live: Live, ns: str, policies: None) -> None:
+    _claim(live, ns, "shared", _requests(CLASS))
+    _claim(live, ns, "shared-sub", _requests(CLASS, first_available=True))
+    _claim(live, ns, "plain", _requests("plain-nic"))
+    _claim(live, ns, "empty", {})
+
+    def uses(claim: str, scheduler: str = "default-scheduler") -> str | None:
+        return _create(live, _pod(ns, scheduler=scheduler,
+                                  claims=[{"name": "nic", "resourceClaimName": claim}]))
+
+    for claim in ("shared", "shared-sub"):
+        message = uses(claim)
+        assert message is not None
+        assert f"ResourceClaim {claim} asks for DeviceClass {CLASS}" in message
+    assert uses("plain") is None
+    assert uses("empty") is None
+    assert uses("shared", scheduler="dra-affinity") is None
