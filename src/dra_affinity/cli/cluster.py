@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dra_affinity.kube.binder import DEFAULT_MAX_IN_FLIGHT
 from dra_affinity.kube.queue import DEFAULT_UNSCHEDULABLE_TIMEOUT
 from dra_affinity.kube.ratelimit import KUBE_API_BURST, KUBE_API_QPS
 
@@ -290,6 +291,10 @@ def _gate_map(values: tuple[str, ...]) -> dict[str, bool]:
                    "(scheduling; events); 0: no limit.")
 @click.option("--kube-api-burst", type=click.IntRange(1), default=KUBE_API_BURST, show_default=True,
               help="Requests a client may send at once before --kube-api-qps paces it.")
+@click.option("--max-in-flight-bindings", type=click.IntRange(0), default=DEFAULT_MAX_IN_FLIGHT,
+              show_default=True,
+              help="Binding cycles (PreBind, Bind) run on this many threads while the next pod is "
+                   "scheduled; scheduling waits when all are busy. 0: bind on the scheduling thread.")
 @click.option("--tolerated-taint", "tolerated_taints", multiple=True,
               default=("dra-affinity.io/affinity-pools",), show_default=True,
               help="Taint keys every pod of this scheduler tolerates without saying so (repeatable); "
@@ -304,8 +309,8 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
               retry_period: float, metrics_port: int, metrics_address: str,
               feature_gates: tuple[str, ...], scoring: str, initial_backoff: float,
               max_backoff: float, unschedulable_timeout: float, kube_api_qps: float,
-              kube_api_burst: int, tolerated_taints: tuple[str, ...], log_level: str,
-              tune_gc: bool) -> None:
+              kube_api_burst: int, max_in_flight_bindings: int, tolerated_taints: tuple[str, ...],
+              log_level: str, tune_gc: bool) -> None:
     """Run as a secondary scheduler on a cluster (pods with --scheduler-name).
 
     Logs are JSON lines on stderr. SIGTERM stops it cleanly (the Lease is released).
@@ -341,7 +346,8 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
                    metrics_address=metrics_address, initial_backoff=initial_backoff,
                    max_backoff=max_backoff, unschedulable_timeout=unschedulable_timeout,
                    scoring=scoring, tolerated_taints=tolerated_taints,
-                   kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, tune_gc=tune_gc)
+                   kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst,
+                   max_in_flight_bindings=max_in_flight_bindings, tune_gc=tune_gc)
     try:
         proc = SchedulerProcess(api, opts, features)
         code = proc.run()

@@ -7,13 +7,21 @@ Threads and who touches what:
 * the leader elector (:mod:`.leader`) renews the Lease;
 * the HTTP server answers ``/metrics``, ``/healthz``, ``/readyz``;
 * the events thread writes Events (:mod:`.events`, aggregated into series);
-* the loop thread (:meth:`SchedulerProcess.loop`) is the only one that touches the
-  view's caches, the scheduling queue (:mod:`.queue`) and the scheduler core: it
-  applies changes (turning them into the cluster events that move unschedulable
-  pods), and once this replica leads and every informer has synced, rebuilds the
-  locks from allocated claims (``Scheduler.start``) and schedules pods from the
-  queue, one attempt at a time. The metrics endpoint reads the core's state under
-  the same lock.
+* the loop thread (:meth:`SchedulerProcess.loop`) applies changes (turning them
+  into the cluster events that move unschedulable pods), and once this replica
+  leads and every informer has synced, rebuilds the locks from allocated claims
+  (``Scheduler.start``) and runs scheduling cycles (PreFilter to Reserve) for pods
+  from the queue, one at a time;
+* binding workers (:mod:`.binder`, ``--max-in-flight-bindings``) run each reserved
+  pod's binding cycle (PreBind, Bind, then commit or Unreserve) while the loop
+  schedules the next pod against the assumed state; a failed binding is undone,
+  requeued with backoff, and moves the pods its devices and node resources could
+  help.
+
+The view's caches, the scheduling queue (:mod:`.queue`) and the scheduler core are
+touched only under one reentrant lock (``core_lock``): the loop holds it for a
+scheduling cycle, a worker only while it changes them, never while a request is
+on the wire; the metrics endpoint reads the core's state under it too.
 
 Requests to the API server go through a client-side token bucket
 (``--kube-api-qps``/``--kube-api-burst``, :mod:`.ratelimit`): one for the
@@ -51,11 +59,13 @@ from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
 from dra_affinity.observe.threads import ThreadCpuCollector
+from dra_affinity.scheduler.binding import Binding
 from dra_affinity.scheduler.gctune import tuned_gc
-from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.structured.model import Result
 
 from .api import Api
+from .binder import DEFAULT_MAX_IN_FLIGHT, Binder
 from .events import EventRecorder
 from .fifo import ChangeFIFO
 from .informer import Reflector
@@ -79,6 +89,17 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 _ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling"}
 # How often unschedulable pods are checked against the 5-minute limit (kube-scheduler: 30 s).
 FLUSH_EVERY = 30.0
+# How long shutdown waits for bindings in flight (each ends within its requests' timeouts).
+BINDING_DRAIN_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """A binding handed to a worker, with what the attempt's metrics need."""
+
+    binding: Binding
+    waited: float | None  # since the pod was first queued, at the attempt's start
+    t0: float  # perf_counter at the attempt's start
 
 
 class KubeRecorder(Recorder):
@@ -129,6 +150,8 @@ class Options:
     # Client-side limit of each client (0: none); see docs/decisions.md for the defaults.
     kube_api_qps: float = KUBE_API_QPS
     kube_api_burst: int = KUBE_API_BURST
+    # Binding cycles run on this many worker threads, at most one each (0: on the loop).
+    max_in_flight_bindings: int = DEFAULT_MAX_IN_FLIGHT
     #: Tune the cyclic garbage collector once the informers have synced (gctune): it is
     #: process-wide, so only the process's entry point (``dra-affinity scheduler``) asks.
     tune_gc: bool = False
@@ -153,6 +176,7 @@ class SchedulerProcess:
                                "by queue.", ["queue"], registry=r)
         self.raw_api = api
         self.api = self._client(api, "scheduler")
+        self.core_lock = threading.RLock()
         self.changes = ChangeFIFO()
         self._gc_tuning = ExitStack()
         # Leader election has a client of its own, never held back by the rate limits.
@@ -165,7 +189,8 @@ class SchedulerProcess:
         # Fencing: the view checks the elector just before every write it sends.
         self.view = KubeView(self.api, on_problem=self._object_problem,
                              tolerated_taints=options.tolerated_taints,
-                             may_write=self.elector.may_write if self.elector else None)
+                             may_write=self.elector.may_write if self.elector else None,
+                             lock=self.core_lock)
         self.view.pod_listeners.append(self._pod_changed)
         self.view.subscribe(self)
         self.events = EventRecorder(self._client(api, "events"), component=options.scheduler_name,
@@ -174,10 +199,11 @@ class SchedulerProcess:
                                     may_write=self._may_write)
         self.recorder = KubeRecorder(self.view, self.events)
         self.scheduler = Scheduler(self.view, features or Features(), metrics=self.metrics,
-                                   recorder=self.recorder, scoring=options.scoring)
+                                   recorder=self.recorder, scoring=options.scoring,
+                                   lock=self.core_lock)
+        self.binder: Binder[_InFlight] = Binder(options.max_in_flight_bindings, self._bind)
         self.queue = SchedulingQueue(options.initial_backoff, options.max_backoff,
                                      options.unschedulable_timeout)
-        self.core_lock = threading.Lock()
         self.stopping = threading.Event()
         self.started = threading.Event()  # locks rebuilt, scheduling
         self.exit_code = 0
@@ -307,7 +333,8 @@ class SchedulerProcess:
                 self.exit_code = 1
                 self.stopping.set()
                 break
-            ready_in = self.queue.next_ready_in() if self.started.is_set() else None
+            with self.core_lock:
+                ready_in = self.queue.next_ready_in() if self.started.is_set() else None
             wait = 0.0 if ready_in == 0 else min(ready_in or 0.2, 0.2)
             self._drain(wait)
             if not self.leading():
@@ -327,14 +354,17 @@ class SchedulerProcess:
                     "slices": len(self.view.slices()),
                     "claims": len(self.view.claims()), "pending": len(self.queue)}})
                 continue
-            self._flush_unschedulable()
-            key = self.queue.pop()
+            with self.core_lock:
+                self._flush_unschedulable()
+                key = self.queue.pop()
             if key is not None:
                 self.schedule_one(key)
             self.observe_queue()
 
     def observe_queue(self) -> None:
-        for part, n in self.queue.lengths().items():
+        with self.core_lock:
+            lengths = self.queue.lengths()
+        for part, n in lengths.items():
             self.pending.labels(part).set(n)
         self.informer_queue.set(len(self.changes))
 
@@ -349,44 +379,71 @@ class SchedulerProcess:
             self.moved.labels("UnschedulableTimeout").inc(moved)
 
     def schedule_one(self, key: str) -> None:
-        pod0 = self.view.pod(key)
-        missing = self.view.missing_claims(pod0) if pod0 is not None and not pod0.spec.node_name \
-            else []
-        if missing:
-            # PreEnqueue, as the DynamicResources plugin does: no attempt (and no condition or
-            # event) until the claims exist; their creation or a pod update lets it in.
-            self.queue.gate(key)
-            log.debug("waiting for claims", extra={"fields": {"pod": key, "missing": missing}})
-            return
-        waited = self.queue.waited(key)
-        t0 = time.perf_counter()
+        """The scheduling cycle of one pod from the queue; its binding cycle is handed to
+        a binding worker (which blocks here while the in-flight bound is reached)."""
         with self.core_lock:
-            attempt = self.scheduler.schedule(key)
-            pod = self.view.pod(key)
+            pod0 = self.view.pod(key)
+            missing = self.view.missing_claims(pod0) if pod0 is not None and \
+                not pod0.spec.node_name else []
+            if missing:
+                # PreEnqueue, as the DynamicResources plugin does: no attempt (and no condition
+                # or event) until the claims exist; their creation or a pod update lets it in.
+                self.queue.gate(key)
+                log.debug("waiting for claims", extra={"fields": {"pod": key, "missing": missing}})
+                return
+            waited = self.queue.waited(key)
+            t0 = time.perf_counter()
+            outcome = self.scheduler.scheduling_cycle(key)
+        if isinstance(outcome, Binding):
+            self.binder.submit(_InFlight(outcome, waited, t0))
+        else:
+            self._finish(key, outcome, waited, t0)
+
+    def _bind(self, item: _InFlight) -> None:
+        """A binding worker: PreBind and Bind, then what the attempt's outcome asks. A
+        failed binding gave back its devices and the node resources it had assumed: the
+        parked pods those could help move, as kube-scheduler does when it forgets an
+        assumed pod."""
+        attempt = self.scheduler.binding_cycle(item.binding)
+        if attempt.result is not Result.SCHEDULED:
+            with self.core_lock:
+                self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+                if item.binding.cycle.chosen is not None and item.binding.cycle.chosen.shares:
+                    self._event(ClusterEvent.CLAIM_RELEASE)
+        self._finish(item.binding.key, attempt, item.waited, item.t0)
+
+    def _finish(self, key: str, attempt: Attempt, waited: float | None, t0: float) -> None:
+        """The attempt ended (in its scheduling or its binding cycle): requeue or forget
+        the pod, metrics, log, and the PodScheduled condition of a pod that failed."""
         dt = time.perf_counter() - t0
         result = attempt.result.value
         self.attempt_seconds.labels(result).observe(dt)
         self.attempts.labels(result).inc()
         fields: dict[str, Any] = {"pod": key, "result": result, "seconds": round(dt, 6)}
+        failed: Pod | None = None
+        with self.core_lock:
+            pod = self.view.pod(key)
+            if attempt.result is Result.SCHEDULED:
+                self.queue.done(key)
+            elif pod is None or pod.spec.node_name:
+                self.queue.delete(key)
+            else:
+                fields["retryIn"] = self.queue.failed(key, plugins_of(r.code for r in attempt.reasons))
+                fields["queue"] = self.queue.where(key)
+                failed = pod
         if attempt.result is Result.SCHEDULED:
-            self.queue.done(key)
             if waited is not None:
                 self.e2e_seconds.observe(waited + dt)
             fields["node"] = attempt.node
             fields["devices"] = [a["device"] for a in attempt.allocations]
             log.info("scheduled", extra={"fields": fields})
-        elif pod is None or pod.spec.node_name:
-            self.queue.delete(key)
-        else:
-            codes = [r.code for r in attempt.reasons]
-            fields["retryIn"] = self.queue.failed(key, plugins_of(codes))
-            fields["queue"] = self.queue.where(key)
-            fields["reasons"] = codes
+        elif failed is not None:
+            fields["reasons"] = [r.code for r in attempt.reasons]
             fields["message"] = attempt.message
             log.info("unschedulable" if attempt.result is not Result.ERROR else "error",
                      extra={"fields": fields})
             self.view.set_unschedulable(
-                pod, "SchedulerError" if attempt.result is Result.ERROR else "Unschedulable",
+                failed, "SchedulerError" if attempt.result is Result.ERROR else "Unschedulable",
                 attempt.message)
         if self._event_thread is None:  # no thread (tests driving the loop by hand): send now
             self.events.send_pending()
@@ -442,6 +499,7 @@ class SchedulerProcess:
             r.start()
         if self.elector is not None:
             self.elector.start()
+        self.binder.start()
         self._event_thread = threading.Thread(target=self.events.run, args=(self.stopping,),
                                               name="events", daemon=True)
         self._event_thread.start()
@@ -454,6 +512,11 @@ class SchedulerProcess:
 
     def shutdown(self) -> None:
         self.stopping.set()
+        # Bindings in flight finish (or fail, fenced, once the Lease is lost) before the
+        # Lease is released: another replica must not schedule on top of them.
+        if not self.binder.stop(BINDING_DRAIN_SECONDS):
+            log.warning("bindings still in flight at shutdown",
+                        extra={"fields": {"inFlight": self.binder.in_flight()}})
         if self._event_thread is not None:
             self._event_thread.join(5)
             self._event_thread = None

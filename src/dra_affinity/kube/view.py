@@ -25,6 +25,11 @@ deadline). API errors become the port's :class:`WriteConflict` (a lost race) or
 An assume cache holds what this process wrote until the watch echoes it (the
 informer's copy reaches that resourceVersion): the next cycle must see its own
 writes, or it would allocate the same capacity twice.
+
+Writes may be sent from binding threads while the loop thread schedules: the
+caches (and the listeners they call) are touched only under :attr:`KubeView.lock`,
+a reentrant lock the caller shares with its scheduling cycles; requests are sent
+without it.
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ import copy
 import datetime
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +92,11 @@ class KubeView:
 
     def __init__(self, api: Api, *, on_problem: Callable[[str, str, str], None] | None = None,
                  tolerated_taints: Iterable[str] = (AFFINITY_POOLS_TAINT,),
-                 may_write: Callable[[], bool] | None = None) -> None:
+                 may_write: Callable[[], bool] | None = None,
+                 lock: AbstractContextManager[Any] | None = None) -> None:
         self.api = api
+        # Guards the caches below (reentrant; see the module's docstring).
+        self.lock: AbstractContextManager[Any] = lock if lock is not None else threading.RLock()
         # Whether this replica may write now (leader election's fence); None: always.
         self.may_write = may_write
         # Taints every pod of this scheduler tolerates (see node()).
@@ -117,7 +127,11 @@ class KubeView:
 
     # ================================================================== informer side
     def apply(self, change: Change) -> None:
-        """Apply one informer change (loop thread only) and tell listeners."""
+        """Apply one informer change and tell listeners."""
+        with self.lock:
+            self._apply(change)
+
+    def _apply(self, change: Change) -> None:
         kind = change.kind
         if kind not in self._store:
             return
@@ -342,15 +356,16 @@ class KubeView:
 
     def _assume(self, kind: str, key: str, raw: dict[str, Any]) -> TypedObject | None:
         """Record our own write so readers see it before the watch does."""
-        before = self._effective(kind, key)
-        model = self._convert(kind, key, raw)
-        if model is None:
-            return None
-        cur = self._store[kind].get(key)
-        if cur is None or kind == "Pod" or rv_int(raw) > rv_int(cur.raw):
-            self._assumed[kind][key] = _Entry(raw, model)
-        self._changed(kind, before, self._effective(kind, key))
-        return model
+        with self.lock:
+            before = self._effective(kind, key)
+            model = self._convert(kind, key, raw)
+            if model is None:
+                return None
+            cur = self._store[kind].get(key)
+            if cur is None or kind == "Pod" or rv_int(raw) > rv_int(cur.raw):
+                self._assumed[kind][key] = _Entry(raw, model)
+            self._changed(kind, before, self._effective(kind, key))
+            return model
 
     def missing_claims(self, pod: Pod) -> list[str]:
         """The pod's claims not in the cache yet (a template's claim not created yet)."""
@@ -384,16 +399,16 @@ class KubeView:
     # ================================================================== PreBind
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
         key = f"{claim.namespace}/{claim.name}"
-        cached = self.claim(key)
-        if cached is None:
+        with self.lock:
+            cached = self.claim(key)
+            raw = self.raw("ResourceClaim", key)
+        if cached is None or raw is None:
             raise WriteConflict(f"claim {key} was deleted")
         have = {r.uid for r in cached.status.reserved_for if r.uid}
         added = [r for r in claim.status.reserved_for if r.uid not in have]
         allocating = claim.status.allocation is not None and cached.status.allocation is None
         want = claim.status.allocation.to_dict() if claim.status.allocation is not None else None
         seen = cached.status.allocation.to_dict() if cached.status.allocation is not None else None
-        raw = self.raw("ResourceClaim", key)
-        assert raw is not None
         touched = False  # something of this call's may be stored (the finalizer, say)
         for attempt in range(MAX_WRITE_ATTEMPTS):
             if attempt:
@@ -511,9 +526,10 @@ class KubeView:
             if not (e.conflict or _answer_lost(e)):
                 raise WriteFailed(f"{e}") from None
             self._settle_binding(pod, node, e)
-        raw = copy.deepcopy(self.raw("Pod", key) or pod.to_dict())
-        raw.setdefault("spec", {})["nodeName"] = node
-        self._assume("Pod", key, raw)
+        with self.lock:
+            raw = copy.deepcopy(self.raw("Pod", key) or pod.to_dict())
+            raw.setdefault("spec", {})["nodeName"] = node
+            self._assume("Pod", key, raw)
 
     def _settle_binding(self, pod: Pod, node: str, e: ApiError) -> None:
         """After a binding that failed with a conflict or a lost answer: return when the
@@ -586,9 +602,10 @@ class KubeView:
         key = f"{pod.namespace}/{pod.name}"
         message = message[:MAX_CONDITION_MESSAGE]
         cur = pod_scheduled(pod.status)
-        if (reason, message) in (self._conditions.get(key),
-                                 (cur.get("reason"), cur.get("message")) if cur.get("status") == "False"
-                                 else None):
+        with self.lock:
+            written = self._conditions.get(key)
+        if (reason, message) in (written, (cur.get("reason"), cur.get("message"))
+                                 if cur.get("status") == "False" else None):
             return False
         # The transition is when the status became False, not this attempt.
         since = cur.get("lastTransitionTime") if cur.get("status") == "False" else None
@@ -602,7 +619,8 @@ class KubeView:
         except (ApiError, LeadershipLost) as e:
             log.info("pod %s/%s: cannot set PodScheduled=False: %s", pod.namespace, pod.name, e)
             return False
-        self._conditions[key] = (reason, message)
+        with self.lock:
+            self._conditions[key] = (reason, message)
         return True
 
 

@@ -397,14 +397,22 @@ class NodeUsage:
 
     def update(self, key: str, pod: Pod | None) -> None:
         """The pod ``key`` is now ``pod`` (None: deleted)."""
+        self._set(key, pod, pod.spec.node_name if pod is not None else None)
+
+    def assume(self, key: str, pod: Pod, node: str) -> None:
+        """The pod counts on ``node`` before it is bound there (Reserve, as kube-scheduler's
+        assumed pods): until :meth:`update` says what became of it."""
+        self._set(key, pod, node)
+
+    def _set(self, key: str, pod: Pod | None, node: str | None) -> None:
         prev = self.pods.pop(key, None)
         if prev is not None:
             self._remove(prev)
-        if pod is None or not pod.spec.node_name:
+        if pod is None or not node:
             return
         if isinstance(pod.status, Mapping) and pod.status.get("phase") in ("Succeeded", "Failed"):
             return
-        bound = self._record(key, pod)
+        bound = self._record(key, pod, node)
         self.pods[key] = bound
         node = bound.node
         self.version += 1
@@ -422,7 +430,7 @@ class NodeUsage:
             li.pod_added(bound)
 
     @staticmethod
-    def _record(key: str, pod: Pod) -> BoundPod:
+    def _record(key: str, pod: Pod, node: str) -> BoundPod:
         # Accepted by a server, so what cannot be read counts as nothing.
         try:
             asked = pod_requests(pod)
@@ -438,7 +446,7 @@ class NodeUsage:
         except PlacementError:
             terms = NO_TERMS
         meta = pod.metadata
-        return BoundPod(key, str(pod.spec.node_name), pod.namespace, meta.labels,
+        return BoundPod(key, node, pod.namespace, meta.labels,
                         meta.deletion_timestamp is not None,
                         {**asked, PODS: 1} if asked else _ONE_POD, nonzero, terms)
 

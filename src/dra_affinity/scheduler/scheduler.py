@@ -17,6 +17,15 @@ module with one job, reading the per-cycle state PreFilter wrote:
 * :mod:`.reconstruct`: AffinityStates rebuilt from bound claims on start, and
   re-derived when a pool's extractors change.
 
+An attempt is two cycles, as in kube-scheduler: the scheduling cycle
+(:meth:`Scheduler.scheduling_cycle`, PreFilter to Reserve) and the binding cycle
+(:meth:`Scheduler.binding_cycle`, PreBind and Bind, then commit or Unreserve). A
+caller may run binding cycles on other threads while the next pod is scheduled
+against the assumed state: the Reserved shares, the claims in flight and the pod
+assumed on its node (:meth:`~.nodefit.NodeUsage.assume`). The writes leave without
+``lock`` held; every change of the cache is made under it. :meth:`schedule` runs
+both cycles in line (the simulator, the tools).
+
 The cluster is reached only through :class:`~dra_affinity.scheduler.view.ClusterView`.
 Errors are split as in the plugin: an :class:`~dra_affinity.structured.model.Abort`
 ends the attempt (an authoring error: Error, or UnschedulableAndUnresolvable);
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from dra_affinity.api.core import Pod
@@ -80,6 +90,7 @@ class Scheduler:
         recorder: Recorder | None = None,
         scoring: str = FIRSTFIT,
         fast_paths: FastPaths | None = None,
+        lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         if scoring not in SCORING:
             raise ValueError(f"unknown scoring {scoring!r} (one of {', '.join(SCORING)})")
@@ -103,6 +114,11 @@ class Scheduler:
         # Claims whose state on the server an earlier failed write left unknown: they
         # are accounted as that write asked, until a read of the server settles them.
         self.unresolved: dict[str, None] = {}
+        # Binding cycles begun and not ended, by pod: the pod counts on its node meanwhile.
+        self.binding: dict[str, Binding] = {}
+        # Held for every change of the cache by a binding cycle (a caller that runs them on
+        # other threads passes the lock its scheduling cycles hold); none by default.
+        self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
         self._started = False
         view.subscribe(self)
 
@@ -134,7 +150,10 @@ class Scheduler:
         if kind == "Pod":
             obj = new if new is not None else old
             if self._started and isinstance(obj, Pod):  # before start(), start() reads them all
-                self.cache.usage.update(f"{obj.namespace}/{obj.name}", new if isinstance(new, Pod) else None)
+                key = f"{obj.namespace}/{obj.name}"
+                if key in self.binding and not (isinstance(new, Pod) and new.spec.node_name):
+                    return  # assumed on its node until its binding cycle ends
+                self.cache.usage.update(key, new if isinstance(new, Pod) else None)
             return
         if kind in ("ResourceSlice", "Node", "DeviceClass"):
             self.cache.invalidate(classes=kind == "DeviceClass")
@@ -153,40 +172,83 @@ class Scheduler:
 
     def schedule_concurrently(self, pod_keys: Sequence[str]) -> list[Attempt]:
         """All pods Filter on one snapshot of the cache, then Reserve and Bind in order."""
+        self._begin_cycle()
+        cycles = [self._prefiltered(key) for key in pod_keys]
+        out: list[Attempt] = []
+        for item in cycles:
+            if isinstance(item, CycleState):
+                reserved = self._reserve(item)
+                item = reserved if isinstance(reserved, Attempt) else self.binding_cycle(reserved)
+            out.append(item)
+        self._refresh_gauges()
+        return out
+
+    def scheduling_cycle(self, pod_key: str) -> Attempt | Binding:
+        """The scheduling cycle alone, PreFilter to Reserve: the attempt when it ended
+        there, else the :class:`Binding` that :meth:`binding_cycle` completes (on this
+        thread or another). Until then the pod counts on its node and its claims are in
+        flight, so the next cycle sees them."""
+        self._begin_cycle()
+        item = self._prefiltered(pod_key)
+        out = self._reserve(item) if isinstance(item, CycleState) else item
+        self._refresh_gauges()
+        return out
+
+    def binding_cycle(self, binding: Binding) -> Attempt:
+        """PreBind and Bind, then commit (every write stored) or Unreserve. The writes
+        are sent without :attr:`lock`; the cache changes under it."""
+        step = "PreBind"
+        try:
+            prebind(self.view, binding)
+            step = "Bind"
+            bind(self.view, binding)
+        except WriteError as e:
+            with self.lock:
+                attempt = self._unreserve(binding, step, e)
+                self._end_binding(binding)
+                return attempt
+        cyc, node = binding.cycle, binding.node
+        with self.lock:
+            commit(self.cache, self.metrics, binding)
+            self._end_binding(binding)
+            self.recorder.event(f"Pod {cyc.key}", "Normal", "Scheduled",
+                                f"Successfully assigned {cyc.key} to {node}")
+        return Attempt(cyc.key, Result.SCHEDULED, node, binding.allocation_rows(), [],
+                       f"assigned to {node}")
+
+    def _begin_cycle(self) -> None:
         if not self._started:
             self.start()
         self.resolve()
-        cycles: list[CycleState | Attempt] = []
-        for key in pod_keys:
-            pod = self.view.pod(key)
-            if pod is None:
-                msg = f"pod {key} does not exist (deleted or never created)"
-                cycles.append(Attempt(key, Result.UNRESOLVABLE, reasons=[
-                    Reason(reasons.POD_NOT_FOUND, msg)], message=msg))
-                continue
-            if pod.spec.node_name:
-                cycles.append(self._already_bound(pod, key))
-                continue
-            unknown = [c for c in pod_claim_keys(pod) if c in self.unresolved]
-            if unknown:
-                cycles.append(self._error(key, Reason(
-                    reasons.BIND_FAILED, f"claim {unknown[0]}: the outcome of an earlier write is not "
-                    "known yet (the API server could not be read back); retrying")))
-                continue
-            try:
-                cyc = prefilter(self.view, self.features, pod, self.extraction_cache, self.outcomes)
-                self._filter(cyc, self.state)
-                cycles.append(cyc)
-            except Abort as a:
-                cycles.append(self._aborted(key, a))
-        out: list[Attempt] = []
-        for item in cycles:
-            if isinstance(item, Attempt):
-                out.append(item)
-                continue
-            out.append(self._finish(item))
-        self._refresh_gauges()
-        return out
+
+    def _prefiltered(self, key: str) -> CycleState | Attempt:
+        """PreFilter and Filter for one pod: its cycle state, or the attempt's end."""
+        pod = self.view.pod(key)
+        if pod is None:
+            msg = f"pod {key} does not exist (deleted or never created)"
+            return Attempt(key, Result.UNRESOLVABLE, reasons=[Reason(reasons.POD_NOT_FOUND, msg)],
+                           message=msg)
+        if pod.spec.node_name:
+            return self._already_bound(pod, key)
+        claim_keys = pod_claim_keys(pod)
+        unknown = [c for c in claim_keys if c in self.unresolved]
+        if unknown:
+            return self._error(key, Reason(
+                reasons.BIND_FAILED, f"claim {unknown[0]}: the outcome of an earlier write is not "
+                "known yet (the API server could not be read back); retrying"))
+        busy = [c for c in claim_keys if self.cache.in_flight.get(c, key) != key]
+        if busy:
+            # Another pod's binding cycle is writing this claim: its outcome decides what
+            # this pod finds (kube-scheduler: the claim is being allocated). Retried.
+            msg = (f"claim {busy[0]} is being written for pod {self.cache.in_flight[busy[0]]} "
+                   "(its binding is in flight); retrying")
+            return self._failed(key, [Reason(reasons.RESERVE_CONFLICT, msg)], msg)
+        try:
+            cyc = prefilter(self.view, self.features, pod, self.extraction_cache, self.outcomes)
+            self._filter(cyc, self.state)
+        except Abort as a:
+            return self._aborted(key, a)
+        return cyc
 
     def resolve(self) -> None:
         """Read back claims an earlier failed write left unknown, and account them as
@@ -228,8 +290,9 @@ class Scheduler:
             cyc.counters = Counters()
 
     # ================================================================== Reserve .. Bind
-    def _finish(self, cyc: CycleState) -> Attempt:
-        """Reserve, then the binding cycle; Unreserve when any step of it fails."""
+    def _reserve(self, cyc: CycleState) -> Attempt | Binding:
+        """Reserve: the shares recorded as tentative, the claims in flight, the pod
+        assumed on its node; the binding cycle to run."""
         if cyc.chosen is None:
             why = cyc.reasons()
             return self._failed(cyc.key, why, _summary(len(self.snapshot().nodes), why))
@@ -241,18 +304,14 @@ class Scheduler:
         claims, changes = claim_statuses(cyc, self.snapshot(), self.view.classes(), node)
         binding = Binding(cyc, node, claims, changes)
         begin(self.cache, binding)
-        step = "PreBind"
-        try:
-            prebind(self.view, binding)
-            step = "Bind"
-            bind(self.view, binding)
-        except WriteError as e:
-            return self._unreserve(binding, step, e)
-        commit(self.cache, self.metrics, binding)
-        self.recorder.event(f"Pod {cyc.key}", "Normal", "Scheduled",
-                            f"Successfully assigned {cyc.key} to {node}")
-        return Attempt(cyc.key, Result.SCHEDULED, node, binding.allocation_rows(), [],
-                       f"assigned to {node}")
+        self.binding[cyc.key] = binding
+        self.cache.usage.assume(cyc.key, cyc.pod, node)
+        return binding
+
+    def _end_binding(self, binding: Binding) -> None:
+        """The binding cycle ended: the pod counts as the view has it (bound or not)."""
+        if self.binding.pop(binding.key, None) is not None:
+            self.cache.usage.update(binding.key, self.view.pod(binding.key))
 
     def _unreserve(self, binding: Binding, step: str, e: WriteError) -> Attempt:
         """A step of the binding cycle failed: Unreserve, and the attempt's outcome."""
