@@ -16,7 +16,7 @@ from typing import Any
 from dra_affinity.cel import OutcomeKind
 from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import CLEAN, AffinityStatus, Lock, check_lock, gated
-from dra_affinity.structured.allocator import NodeAllocator, OrderFn, first_fit_one
+from dra_affinity.structured.allocator import NodeAllocator, OrderFn
 from dra_affinity.structured.claims import ClaimSpec, RequestSpec
 from dra_affinity.structured.experiments import preferred_order
 from dra_affinity.structured.model import Abort, DeviceInfo, NodeResult, Reason
@@ -98,15 +98,6 @@ def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapsho
     if not cyc.to_allocate:
         return NodeResult(node, True)
     order = order_fn(cache, cyc, scoring, state)
-    if devices is not None and order is None and cyc.hooks is None and cyc.single is not None:
-        # A fast path narrowed the devices: the common one-device case without the
-        # generic search (the allocator's own result; it runs when this cannot tell).
-        claim, alt = cyc.single
-        quick = first_fit_one(node, devices, state, claim, alt,
-                              affinity_enabled=cache.features.sharing_affinity, extract=cyc.memo,
-                              selector_matches=cache.selector_matches, plan_cache=snap.plan_cache)
-        if quick is not None:
-            return quick
     alloc = NodeAllocator(
         node, snap.by_node.get(node, []) if devices is None else devices, state,
         affinity_enabled=cache.features.sharing_affinity,

@@ -84,59 +84,6 @@ def share_id_for(claim_uid: str, request: str, device: str, n: int) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def first_fit_one(node: str, devices: Sequence[DeviceInfo], state: AllocatedState, claim: ClaimSpec,
-                  alt: RequestSpec, *, affinity_enabled: bool, extract: ExtractFn,
-                  selector_matches: SelectorFn,
-                  plan_cache: dict[tuple[str, tuple[tuple[str, Quantity], ...]],
-                                   dict[str, Quantity] | str]) -> NodeResult | None:
-    """:meth:`NodeAllocator.allocate` for the common case, or None when it cannot tell.
-
-    The case: one claim with one request of one device (``count: 1``, not All, no
-    constraints), devices in first-fit order, no experiment. When the first device
-    that passes the selectors is a multi-allocatable device with room that is clean or
-    locked to the request's keys, that is the allocator's choice and this returns
-    exactly the result :meth:`NodeAllocator.allocate` would (same share, same share
-    ID). Anything else (an exclusive device, no room, another lock, an extraction that
-    is not OK, no candidate) returns None and the caller runs the allocator, which
-    then also renders reasons and counts conflicts. Selectors are checked on every
-    device first, as the allocator does, so a selector error aborts alike."""
-    candidates = [d for d in devices
-                  if all(selector_matches(expr, d, claim, alt) for expr in alt.selectors)]
-    if not candidates:
-        return None
-    d = candidates[0]
-    if not d.multi or pool_gate(d, affinity_enabled) is not None:
-        return None
-    did = d.id
-    usage = state.usage.get(did)
-    if usage is not None and usage.exclusive and usage.shares:
-        return None
-    pkey = (did, alt.capacity_key)
-    plan = plan_cache.get(pkey)
-    if plan is None:
-        plan = plan_cache[pkey] = _consumption_plan(d, alt)
-    if isinstance(plan, str):
-        return None  # invalid: the allocator says why
-    if fits(d.limits, usage.consumed if usage is not None else {}, plan.items()) is not None:
-        return None
-    keys: AffinityKeys | None = None
-    reused = False
-    if d.gated and affinity_enabled:
-        res = extract(claim, alt, d.pool_info)
-        if res.kind is not OutcomeKind.OK:  # (an OK result always has its keys)
-            return None
-        keys = res.keys
-        assert keys is not None
-        verdict = check_lock(state.affinity_states.get(did, CLEAN), keys)
-        if verdict is Lock.MISMATCH or verdict is Lock.UNKNOWN:
-            return None  # the allocator says why
-        reused = verdict is Lock.MATCH
-    n = len(usage.shares) if usage is not None else 0
-    share = PlannedShare(claim.key, alt.name, d, share_id_for(claim.uid, alt.name, did, n),
-                         tuple(sorted(plan.items())), keys, exclusive=False, reused_lock=reused)
-    return NodeResult(node, True, [share])
-
-
 @dataclass
 class Counters:
     """Per-attempt diagnostics counters, folded into metrics by the scheduler."""
