@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
+
+import pytest
 
 from ._run import run_json
 
@@ -28,6 +31,7 @@ def test_bench_json_interface() -> None:
         assert [d["fill"] for d in deciles] == sorted(d["fill"] for d in deciles)
         assert all(set(d) >= {"fill", "podsPerSecond"} for d in deciles)
         assert v["finalFill"] >= 0.6 and v["unschedulable"] == 0
+        assert len(v["gcCollections"]) == 3  # collections per generation while it ran
     wa, wo = out["withAffinity"], out["withoutAffinity"]
     assert isinstance(wa, dict) and isinstance(wo, dict)
     assert out["overheadRatio"] == round(wa["podsPerSecond"] / wo["podsPerSecond"], 3)
@@ -64,6 +68,27 @@ def test_offline_iterations_reaches_the_packing_report() -> None:
     assert offline["iterationLimit"] == 7
     assert offline["iterations"] <= 7
     assert out["workload"]["nodes"] == 4  # type: ignore[index]
+
+
+def test_tune_gc_reaches_the_bench_and_is_rejected_with_packing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from dra_affinity.bench import throughput
+    from dra_affinity.cli import main
+
+    asked: list[bool] = []
+
+    def fake(spec: object, **kwargs: Any) -> dict[str, Any]:
+        asked.append(kwargs["tune_gc"])
+        return {"workload": {}, "timedSchedulingSeconds": 1.0}
+
+    monkeypatch.setattr(throughput, "bench", fake)
+    for args, expected in (([], True), (["--tune-gc"], True), (["--no-tune-gc"], False)):
+        r = CliRunner().invoke(main, ["bench", *args, "--output", "json"])
+        assert r.exit_code == 0, r.output
+        assert asked.pop() is expected
+    r = CliRunner().invoke(main, ["bench", "--packing", "--no-tune-gc"])
+    assert r.exit_code == 2 and "--tune-gc/--no-tune-gc: not used by --packing" in r.output
 
 
 def test_offline_iterations_without_packing_is_rejected() -> None:

@@ -46,7 +46,7 @@ def test_variants_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     log = tmp_path / "turns"
 
     def fake(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
-             chunk: int = 1) -> dict[str, Any]:
+             chunk: int = 1, *, tune_gc: bool = False) -> dict[str, Any]:
         assert pause is not None
         pause()  # set-up done
         for turn in range(3 if spec.affinity else 5):
@@ -64,7 +64,7 @@ def test_variants_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_failing_variant_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
-             chunk: int = 1) -> dict[str, Any]:
+             chunk: int = 1, *, tune_gc: bool = False) -> dict[str, Any]:
         if not spec.affinity:
             raise ValueError("baseline broke")
         assert pause is not None
@@ -74,6 +74,26 @@ def test_a_failing_variant_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(throughput, "run_fill", fake)
     with pytest.raises(RuntimeError, match="ValueError: baseline broke"):
         run_lockstep([replace(SPEC, affinity=True), replace(SPEC, affinity=False)])
+
+
+def test_garbage_collector_tuned_only_when_asked() -> None:
+    """The bench's processes tune the collector as the scheduler's does when asked, and
+    report the collections each generation ran; a plain call leaves the caller's
+    process as it was."""
+    import gc
+
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    plain = run_fill(SPEC)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
+    larger = replace(SPEC, nodes=30)  # enough allocations for young collections to run
+    untuned = throughput.run_isolated(larger)
+    tuned = throughput.run_isolated(larger, tune_gc=True)
+    for out in (plain, untuned, tuned):
+        assert len(out["gcCollections"]) == 3 and min(out["gcCollections"]) >= 0
+    young, _, full = tuned["gcCollections"]
+    assert young < untuned["gcCollections"][0] and full == 0
+    stepped = run_lockstep([larger], chunk=7, tune_gc=True)[0]
+    assert stepped["gcCollections"][0] < untuned["gcCollections"][0]
 
 
 def test_counting_recorder_keeps_no_events() -> None:

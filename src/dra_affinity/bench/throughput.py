@@ -20,6 +20,7 @@ import tracemalloc
 from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -92,32 +93,46 @@ def _percentile(values: Sequence[float], p: float) -> float:
 LOCKSTEP_CHUNK = 500  # attempts per turn: long enough to amortise a cold cache, short against noise
 
 
+def gc_collections() -> list[int]:
+    """Collections of each generation of the cyclic garbage collector so far."""
+    return [g["collections"] for g in gc.get_stats()]
+
+
 def run_fill(spec: WorkloadSpec, pause: Callable[[], None] | None = None,
-             chunk: int = LOCKSTEP_CHUNK, progress: PhaseReport | None = None) -> dict[str, Any]:
+             chunk: int = LOCKSTEP_CHUNK, progress: PhaseReport | None = None, *,
+             tune_gc: bool = False) -> dict[str, Any]:
     """Run one variant in this process; returns its figures.
 
     ``pause``, if given, is called once the cluster is built and then after every
     ``chunk`` attempts, outside the timed region (lockstep runs hand the turn over).
     ``progress``, if given, hears ``("build", nodes built, nodes)`` while the cluster is
-    built and ``("fill", slots used, target)`` every ``chunk`` attempts, also untimed."""
+    built and ``("fill", slots used, target)`` every ``chunk`` attempts, also untimed.
+
+    ``tune_gc``: tune the garbage collector as ``dra-affinity scheduler --tune-gc`` does
+    (:mod:`dra_affinity.scheduler.gctune`), from the cluster's build on, and freeze what
+    start-up built. The setting is the process's: the bench's own variant processes
+    ask for it (``dra-affinity bench --tune-gc``, the default); other callers keep
+    theirs. With the default thresholds, building the cluster and the scheduler's
+    cache walks the growing heap again and again (about a third of the start-up's CPU
+    at 5,000 nodes)."""
     gc.collect()
     cpu0 = process_cpu_seconds()
-    # The collector is tuned as a long-running scheduler process tunes it (see
-    # dra_affinity.scheduler.gctune) from the start: with the default thresholds,
-    # building the cluster and the scheduler's cache would walk the growing heap again
-    # and again (about a third of the start-up's CPU at 5,000 nodes).
-    with tuned_gc():
-        return _fill(spec, cpu0, pause, chunk, progress)
+    with tuned_gc() if tune_gc else nullcontext():
+        before = gc_collections()
+        out = _fill(spec, cpu0, pause, chunk, progress, tune_gc)
+        out["gcCollections"] = [n - b for n, b in zip(gc_collections(), before, strict=True)]
+    return out
 
 
 def _fill(spec: WorkloadSpec, cpu0: float, pause: Callable[[], None] | None, chunk: int,
-          progress: PhaseReport | None) -> dict[str, Any]:
+          progress: PhaseReport | None, freeze: bool) -> dict[str, Any]:
     t_build = time.perf_counter()
     cluster = build_cluster(spec, progress)
     sched = Scheduler(cluster, Features(), recorder=CountingRecorder())
     sched.start()
-    # What start-up built lives for the whole run: out of the collector's walks.
-    gc.freeze()
+    if freeze:
+        # What start-up built lives for the whole run: out of the collector's walks.
+        gc.freeze()
     build_s = time.perf_counter() - t_build
     total = spec.total_slots
     target = math.ceil(spec.fill * total)
@@ -211,18 +226,18 @@ def _fill(spec: WorkloadSpec, cpu0: float, pause: Callable[[], None] | None, chu
     }
 
 
-def _child(spec: WorkloadSpec, q: Any) -> None:
+def _child(spec: WorkloadSpec, q: Any, tune_gc: bool) -> None:
     try:
-        q.put(("ok", run_fill(spec)))
+        q.put(("ok", run_fill(spec, tune_gc=tune_gc)))
     except BaseException as e:  # report, never hang the parent
         q.put(("error", f"{type(e).__name__}: {e}"))
 
 
-def run_isolated(spec: WorkloadSpec) -> dict[str, Any]:
-    """One variant in a fresh process (own peak RSS)."""
+def run_isolated(spec: WorkloadSpec, *, tune_gc: bool = False) -> dict[str, Any]:
+    """One variant in a fresh process (own peak RSS); ``tune_gc`` as :func:`run_fill`."""
     ctx: Any = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_child, args=(spec, q))
+    p = ctx.Process(target=_child, args=(spec, q, tune_gc))
     p.start()
     status, payload = q.get()
     p.join()
@@ -232,7 +247,8 @@ def run_isolated(spec: WorkloadSpec) -> dict[str, Any]:
     return payload
 
 
-def _lockstep_child(spec: WorkloadSpec, conn: Any, chunk: int, report: bool = False) -> None:
+def _lockstep_child(spec: WorkloadSpec, conn: Any, chunk: int, report: bool = False,
+                    tune_gc: bool = False) -> None:
     def pause() -> None:
         conn.send(("pause", None))
         conn.recv()
@@ -242,7 +258,7 @@ def _lockstep_child(spec: WorkloadSpec, conn: Any, chunk: int, report: bool = Fa
 
     try:
         extra: dict[str, Any] = {"progress": progress} if report else {}
-        conn.send(("ok", run_fill(spec, pause, chunk, **extra)))
+        conn.send(("ok", run_fill(spec, pause, chunk, tune_gc=tune_gc, **extra)))
     except BaseException as e:  # report, never hang the parent
         conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:
@@ -255,17 +271,18 @@ def variant_label(spec: WorkloadSpec) -> str:
 
 
 def run_lockstep(specs: list[WorkloadSpec], chunk: int = LOCKSTEP_CHUNK,
-                 progress: PhaseReport | None = None) -> list[dict[str, Any]]:
+                 progress: PhaseReport | None = None, *, tune_gc: bool = False) -> list[dict[str, Any]]:
     """Run the variants in their own processes (own peak RSS), taking turns: one runs
     ``chunk`` attempts while the others wait, so all see the same machine conditions.
     Clusters are built concurrently (untimed); then turns go round until all finish.
     ``progress`` hears each variant's build and fill phases, named
-    ``"<variant>: build"`` and ``"<variant>: fill"``."""
+    ``"<variant>: build"`` and ``"<variant>: fill"``. ``tune_gc`` as :func:`run_fill`."""
     ctx: Any = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     conns, procs = [], []
     for spec in specs:
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=_lockstep_child, args=(spec, child, chunk, progress is not None))
+        p = ctx.Process(target=_lockstep_child,
+                        args=(spec, child, chunk, progress is not None, tune_gc))
         p.start()
         child.close()
         conns.append(parent)
@@ -326,18 +343,19 @@ def lock_state_bytes(devices: int = 1000, keys: int = 2) -> int:
 def bench(spec: WorkloadSpec, *, scaling: bool = False, isolated: bool = True,
           scaling_nodes: tuple[int, ...] = (500, 1000, 2000, 5000),
           scaling_devices: tuple[int, ...] = (4, 8, 32), scaling_pods: int = 5000,
-          progress: PhaseReport | None = None) -> dict[str, Any]:
+          progress: PhaseReport | None = None, tune_gc: bool = False) -> dict[str, Any]:
     """The throughput comparison (and optionally the scaling table) as JSON-ready data.
 
     ``progress`` (see :mod:`dra_affinity.progress`) hears the build and fill phase of
-    each lockstep variant and one ``"scaling"`` step per finished cell."""
-    run = run_isolated if isolated else run_fill
+    each lockstep variant and one ``"scaling"`` step per finished cell. ``tune_gc`` as
+    :func:`run_fill`, in every process that schedules (this one too when not
+    ``isolated``)."""
     cpu0 = tree_cpu_seconds()
     variants = [replace(spec, affinity=True), replace(spec, affinity=False)]
     if isolated:
-        with_aff, without = run_lockstep(variants, progress=progress)
+        with_aff, without = run_lockstep(variants, progress=progress, tune_gc=tune_gc)
     else:
-        with_aff, without = (run_fill(v) for v in variants)
+        with_aff, without = (run_fill(v, tune_gc=tune_gc) for v in variants)
     out: dict[str, Any] = {
         "workload": {**spec.as_dict(), "totalSlots": spec.total_slots,
                      "mode": f"lockstep, {LOCKSTEP_CHUNK} attempts per turn" if isolated
@@ -357,7 +375,7 @@ def bench(spec: WorkloadSpec, *, scaling: bool = False, isolated: bool = True,
                 if progress is not None:
                     progress("scaling cells", len(rows), cells)
                 s = replace(spec, nodes=n, devices_per_node=d, max_pods=scaling_pods, affinity=True)
-                r = run(s)
+                r = run_isolated(s, tune_gc=tune_gc) if isolated else run_fill(s, tune_gc=tune_gc)
                 timed += r["schedulingSeconds"]
                 rows.append({"nodes": n, "devicesPerNode": d, "podsPerSecond": r["podsPerSecond"],
                              "filterP50Ms": r["filterP50Ms"], "filterP99Ms": r["filterP99Ms"],

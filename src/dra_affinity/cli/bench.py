@@ -74,11 +74,15 @@ def _int_list(option: str, text: str) -> tuple[int, ...]:
               help="With --packing: write PNG plots into this folder (needs matplotlib).")
 @click.option("--offline-iterations", type=click.IntRange(min=0), default=4000, show_default=True,
               help="With --packing: search steps of the offline reference (0 = its greedy start only).")
+@click.option("--tune-gc/--no-tune-gc", default=True, show_default=True,
+              help="Throughput: tune the garbage collector in the processes that schedule as "
+                   "`dra-affinity scheduler --tune-gc` does; each variant reports its "
+                   "collections per generation (gcCollections).")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: float, churn: float,
           fill: float, seed: int, scaling: bool, scaling_pods: int, scaling_nodes: str,
           scaling_devices: str, packing: bool, plots: str | None, offline_iterations: int,
-          output: str) -> None:
+          tune_gc: bool, output: str) -> None:
     """Benchmark scheduling throughput with and without sharingAffinity on one workload.
 
     Generates N nodes with a metadata slice and a slice of D multi-allocatable
@@ -113,7 +117,8 @@ def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: floa
     if given("offline_iterations") and not packing:
         _usage_error("--offline-iterations applies only with --packing")
     if packing:
-        wrong = [opt for opt, param in (("--scaling", "scaling"), *_SCALING_OPTIONS) if given(param)]
+        wrong = [opt for opt, param in (("--scaling", "scaling"), *_SCALING_OPTIONS,
+                                        ("--tune-gc/--no-tune-gc", "tune_gc")) if given(param)]
         if wrong:
             _usage_error(f"{', '.join(wrong)}: not used by --packing")
     else:
@@ -127,7 +132,7 @@ def bench(nodes: int, devices_per_node: int, slots: int, values: int, zipf: floa
                              zipf=zipf, churn=churn, fill=fill)
     else:
         out = _bench_throughput(scale, scaling, scaling_pods, _int_list("--scaling-nodes", scaling_nodes),
-                                _int_list("--scaling-devices", scaling_devices), nodes=nodes,
+                                _int_list("--scaling-devices", scaling_devices), tune_gc, nodes=nodes,
                                 devices_per_node=devices_per_node, slots=slots, values=values,
                                 zipf=zipf, churn=churn, fill=fill, seed=seed)
     if output == "json":
@@ -151,7 +156,7 @@ def _scale_note(scale: float | None, changes: list[str]) -> None:
 
 def _bench_throughput(scale: float | None, scaling: bool, scaling_pods: int,
                       scaling_nodes: tuple[int, ...], scaling_devices: tuple[int, ...],
-                      **workload: Any) -> dict[str, Any]:
+                      tune_gc: bool, **workload: Any) -> dict[str, Any]:
     from dra_affinity.bench.throughput import bench as run_bench
     from dra_affinity.bench.throughput import tree_cpu_seconds
     from dra_affinity.progress import phase_progress
@@ -167,7 +172,7 @@ def _bench_throughput(scale: float | None, scaling: bool, scaling_pods: int,
     _scale_note(scale, changes)
     with phase_progress() as progress:
         out = run_bench(spec, scaling=scaling, scaling_pods=sp, scaling_nodes=sn,
-                        scaling_devices=scaling_devices, progress=progress)
+                        scaling_devices=scaling_devices, progress=progress, tune_gc=tune_gc)
     # The whole command: this process from its start (interpreter, imports, parsing) and
     # every benchmark process it ran, not only the part bench() saw.
     whole = tree_cpu_seconds()
