@@ -39,6 +39,7 @@ from dra_affinity.structured.affinity import (
     AffinityStatus,
     Lock,
     check_lock,
+    gated,
 )
 from dra_affinity.structured.extraction import ExtractionMemo
 from dra_affinity.structured.model import DeviceInfo, PoolInfo
@@ -141,16 +142,16 @@ class Reconstructor:
                                                 tentative=False, gated=True), window)
                 recorded.append((did, r.request, r.share_id))
                 continue
-            gated = bool(info is not None and info.gated and enabled)
+            is_gated = info is not None and gated(info, enabled)
             keys = None
             why = ""
-            if gated and info is not None:
+            if is_gated and info is not None:
                 keys, why = self.derive_keys(claim, r.request, info, memo)
-            share = Share(key, r.request, r.share_id, consumed, keys, tentative=False, gated=gated)
+            share = Share(key, r.request, r.share_id, consumed, keys, tentative=False, gated=is_gated)
             before = state.affinity(did)
             state.add(did, share, exclusive=not multi)
             after = state.affinity(did)
-            if gated and after.status is AffinityStatus.UNRECONSTRUCTABLE and (
+            if is_gated and after.status is AffinityStatus.UNRECONSTRUCTABLE and (
                     before.status is not AffinityStatus.UNRECONSTRUCTABLE):
                 self.recorder.warn(
                     f"device {did} marked Unreconstructable: "
@@ -216,10 +217,10 @@ class Reconstructor:
         pending = did in self.pending and state.affinity(did).status is AffinityStatus.UNRECONSTRUCTABLE
         # A pending device had no known lock: its claims decide, as at a restart.
         current = AffinityState() if pending else state.affinity(did)
-        gated = bool(info.gated and self.cache.features.sharing_affinity)
+        is_gated = gated(info, self.cache.features.sharing_affinity)
         rebuilt: list[Share] = []
         derived: AffinityState
-        if not gated:
+        if not is_gated:
             # The complete pool declares no sharingAffinity (or the gate is off): the
             # device is not gated, whatever it was locked to (the KEP's per-pool rollback).
             rebuilt = [Share(s.claim, s.request, s.share_id, s.consumed, None, s.tentative, False)

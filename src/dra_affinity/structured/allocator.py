@@ -29,6 +29,7 @@ from dra_affinity.structured.affinity import (
     AffinityStatus,
     Lock,
     check_lock,
+    gated,
     pool_gate,
     unknown_message,
 )
@@ -380,7 +381,7 @@ class NodeAllocator:
         # 2-5. sharing affinity
         keys: AffinityKeys | None = None
         reused = False
-        if d.gated and self.affinity_enabled:
+        if gated(d, self.affinity_enabled):
             st = self.state.affinity_states.get(d.id, CLEAN)
             if st.status is AffinityStatus.UNRECONSTRUCTABLE:
                 self._reject(d, reasons.AFFINITY_UNRECONSTRUCTABLE, lambda: unknown_message(d, st))

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from dra_affinity.structured.affinity import CLEAN as CLEAN_STATE
-from dra_affinity.structured.affinity import admitted_keys, pool_gate
+from dra_affinity.structured.affinity import admitted_keys, gated, pool_gate
 from dra_affinity.structured.model import DeviceInfo
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
@@ -79,7 +79,7 @@ class FreeIndex:
         limits = d.limits
         if limits and all(used.get(n, 0) >= lim for n, lim in limits.items()):
             return None  # full: no positive request fits
-        if d.gated and self.affinity_enabled:
+        if gated(d, self.affinity_enabled):
             keys = admitted_keys(st.affinity_states.get(d.id, CLEAN_STATE))
             if keys is None:
                 return None  # Unreconstructable: takes nothing
