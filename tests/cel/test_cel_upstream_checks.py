@@ -117,6 +117,9 @@ def test_value(expr: str, expected: object) -> None:
 
 RUNTIME_ERRORS: list[tuple[str, str]] = [
     ("has(object.l.x)", "unsupported index type 'string' in list"),  # cel-go indexes the list
+    # one reading of a list index, for [] and [?]: int, uint, or a double without fraction
+    ("object.l[dyn('0')]", "unsupported index type 'string' in list"),
+    ("object.l[?dyn(0.5)]", "unsupported index type 'double' in list"),
     ("{1: 'a'}.f", "no such key: f"),
     ("quantity('1') == dyn(1)", "no such overload"),  # Kubernetes types equal their own only
     ("semver('1.0.0') == dyn('1.0.0')", "no such overload"),

@@ -17,7 +17,7 @@ from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .optionals import OPT_INDEX, OPT_NONE, OPT_SELECT, CelOptional, of
 from .types import Ty
-from .values import UInt, check_qualifier, is_list, is_map, map_lookup, type_name
+from .values import UInt, check_qualifier, is_list, is_map, list_position, map_lookup, type_name
 
 
 def optional_of(t: Ty) -> Ty:
@@ -113,17 +113,7 @@ def opt_index(v: Any, k: Any) -> CelOptional:
             return OPT_NONE
         v = v.value
     if is_list(v):
-        tk = type(k)
-        if tk is int:
-            i: int = k
-        elif tk is UInt:
-            i = k.value
-        elif tk is float and k.is_integer():
-            i = int(k)
-        else:
-            raise CELEvalError(
-                f"unsupported index type '{type_name(k)}' in list", NO_SUCH_OVERLOAD
-            )
+        i = list_position(k)
         seq: Sequence[object] = v
         return of(seq[i]) if 0 <= i < len(seq) else OPT_NONE
     if is_map(v):

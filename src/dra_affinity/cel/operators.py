@@ -26,7 +26,6 @@ from typing import Any, Final, NoReturn
 from .errors import (
     DIVISION_BY_ZERO,
     INVALID_ARGUMENT,
-    NO_SUCH_OVERLOAD,
     OVERFLOW,
     RUNTIME,
     CELEvalError,
@@ -49,8 +48,8 @@ from .values import (
     compare,
     is_list,
     is_map,
+    list_position,
     map_lookup,
-    type_name,
     value_size,
 )
 
@@ -68,17 +67,7 @@ def index_value(v: Any, k: Any) -> object:
     """``v[k]`` on a list or map (no cost: the caller charges the index)."""
     tv = type(v)
     if tv is list or tv is tuple or (tv is not str and tv is not dict and is_list(v)):
-        tk = type(k)
-        if tk is int:
-            i: int = k
-        elif tk is UInt:
-            i = k.value
-        elif tk is float and k.is_integer():
-            i = int(k)
-        else:
-            raise CELEvalError(
-                f"unsupported index type '{type_name(k)}' for a list", NO_SUCH_OVERLOAD
-            )
+        i = list_position(k)
         seq: list[object] = v
         if 0 <= i < len(seq):
             return seq[i]

@@ -196,6 +196,20 @@ def is_list(v: Any) -> bool:
     return t is list or t is tuple or (t is not str and isinstance(v, (list, tuple)))
 
 
+def list_position(k: Any) -> int:
+    """A list index as cel-go reads one: an int, a uint or a double without a fraction
+    (the caller checks the range)."""
+    tk = type(k)
+    if tk is int:
+        i: int = k
+        return i
+    if tk is UInt:
+        return int(k.value)
+    if tk is float and k.is_integer():
+        return int(k)
+    raise CELEvalError(f"unsupported index type '{type_name(k)}' in list", NO_SUCH_OVERLOAD)
+
+
 def is_map(v: Any) -> bool:
     return type(v) is dict or isinstance(v, Mapping)
 

@@ -148,21 +148,20 @@ def _structural_problems(newest: tuple[ResourceSlice, ...], *, complete: bool) -
     device_owner: dict[str, str] = {}
     counter_sets: dict[str, set[str]] = {}
     set_owner: dict[str, str] = {}
+
+    def first_owner(owner: dict[str, str], what: str, name: str, slice_name: str) -> bool:
+        """Record the slice that names ``name`` first (a name is unique in a pool)."""
+        if name in owner:
+            reasons.append(f"duplicate {what} name {name} in slices {owner[name]} and {slice_name}")
+            return False
+        owner[name] = slice_name
+        return True
+
     for s in newest:
         for d in s.spec.devices:
-            if d.name in device_owner:
-                reasons.append(
-                    f"duplicate device name {d.name} in slices {device_owner[d.name]} and {s.metadata.name}"
-                )
-            else:
-                device_owner[d.name] = s.metadata.name
+            first_owner(device_owner, "device", d.name, s.metadata.name)
         for cs in s.spec.shared_counters:
-            if cs.name in set_owner:
-                reasons.append(
-                    f"duplicate counter set name {cs.name} in slices {set_owner[cs.name]} and {s.metadata.name}"
-                )
-            else:
-                set_owner[cs.name] = s.metadata.name
+            if first_owner(set_owner, "counter set", cs.name, s.metadata.name):
                 counter_sets[cs.name] = set(cs.counters)
     if complete:
         # Only a complete pool can tell that a counter set is missing rather than unpublished.

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_affinity.api.meta import NodeSelector
 from dra_affinity.api.resource import Device, ResourceSlice
 from dra_affinity.structured.experiments import split_preferred
 from dra_affinity.structured.model import DeviceInfo, PoolID, PoolInfo
@@ -76,25 +77,27 @@ def device_activation(driver: str, dev: Device) -> dict[str, Any]:
 
 def _slice_on_node(s: ResourceSlice, node: str, labels: Mapping[str, str]) -> bool:
     spec = s.spec
-    if spec.node_name is not None:
-        return spec.node_name == node
-    if spec.all_nodes:
-        return True
-    if spec.node_selector is not None:
-        return node_selector_matches(spec.node_selector, node, labels)
-    return bool(spec.per_device_node_selection)
+    picked = _node_selection(spec.node_name, spec.all_nodes, spec.node_selector, node, labels)
+    return bool(spec.per_device_node_selection) if picked is None else picked
 
 
 def _device_on_node(s: ResourceSlice, d: Device, node: str, labels: Mapping[str, str]) -> bool:
     if not s.spec.per_device_node_selection:
         return True
-    if d.node_name is not None:
-        return d.node_name == node
-    if d.all_nodes:
+    return bool(_node_selection(d.node_name, d.all_nodes, d.node_selector, node, labels))
+
+
+def _node_selection(node_name: str | None, all_nodes: bool | None, selector: NodeSelector | None,
+                    node: str, labels: Mapping[str, str]) -> bool | None:
+    """Whether a slice's or a device's node selection (``nodeName``, ``allNodes``,
+    ``nodeSelector``; validation admits one) takes ``node``; None when it sets none."""
+    if node_name is not None:
+        return node_name == node
+    if all_nodes:
         return True
-    if d.node_selector is not None:
-        return node_selector_matches(d.node_selector, node, labels)
-    return False
+    if selector is not None:
+        return node_selector_matches(selector, node, labels)
+    return None
 
 
 @dataclass
