@@ -139,6 +139,7 @@ def test_failed_undo_keeps_the_allocation_until_read_back() -> None:
     env.view.fail("read", "default/a-nic", Failure(Fault.SERVER_ERROR), times=2)
     a = env.scheduler.schedule("default/a")
     assert a.result is Result.UNSCHEDULABLE and "until the API server can be read back" in a.message
+    assert "default/a-nic are kept as written, with their devices and locks" in a.message
     assert not allocated(env, "default/a-nic")  # the undo was stored, its answer lost
     assert env.scheduler.unresolved == {"default/a-nic": None}
     assert env.status(ETH1) == ("Locked", {"subnet": "subnet-X"})  # held as written

@@ -322,8 +322,11 @@ class Scheduler:
         if binding.maybe_bound:
             undone = "the pod may be bound; its claims are kept as written"
         elif unknown:
-            undone = (f"this attempt's locks rolled back; claims {', '.join(sorted(unknown))} "
-                      "are kept as written until the API server can be read back")
+            # Their allocations and locks are accounted as written (fail closed):
+            # only the rest of this attempt is undone.
+            undone = (f"claims {', '.join(sorted(unknown))} are kept as written, with their "
+                      "devices and locks, until the API server can be read back; the rest of "
+                      "this attempt is rolled back")
         else:
             undone = "this attempt's allocations and locks rolled back"
         reason = Reason(reasons.BIND_FAILED, f"{what}: {e}; {undone}", binding.node)
