@@ -77,3 +77,26 @@ def test_objects_that_do_not_validate_are_ignored_and_reported_once() -> None:
     kind, key, msg = problems[0]
     assert (kind, key) == ("ResourceClaim", "default/bad")
     assert "spec.devices.requests[0].exactly.count" in msg
+
+
+def test_missing_claims_of_a_template_entry_follow_the_recorded_name() -> None:
+    """A template's claim is missing until the resourceclaim controller records its name
+    in the pod's status (an entry without a name records none), then until the cache
+    holds that claim."""
+    from dra_affinity.api.core import Pod
+
+    api = FakeApi()
+    build(api)
+    api.create("ResourceClaim", claim("a-nic-x7k2p", "x"))
+    proc = _process(api)
+    _run(proc, api, rounds=1)
+    raw = pod("a", "unused")
+    raw["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimTemplateName": "nic-tmpl"}]
+    waiting = ["default/<nic from nic-tmpl>"]
+    assert proc.view.missing_claims(Pod.model_validate(raw)) == waiting
+    raw["status"]["resourceClaimStatuses"] = [{"name": "nic"}]
+    assert proc.view.missing_claims(Pod.model_validate(raw)) == waiting
+    raw["status"]["resourceClaimStatuses"] = [{"name": "nic", "resourceClaimName": "a-nic-other"}]
+    assert proc.view.missing_claims(Pod.model_validate(raw)) == ["default/a-nic-other"]
+    raw["status"]["resourceClaimStatuses"] = [{"name": "nic", "resourceClaimName": "a-nic-x7k2p"}]
+    assert proc.view.missing_claims(Pod.model_validate(raw)) == []

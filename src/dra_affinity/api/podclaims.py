@@ -23,6 +23,7 @@ __all__ = [
     "generated_claim_name",
     "is_reserved_for",
     "pod_claim_keys",
+    "recorded_claim_name",
     "reservation",
     "reserved_for_others",
 ]
@@ -38,16 +39,22 @@ def generated_claim_name(pod: Pod, prc: PodResourceClaim) -> str:
     return f"{pod.name}-{prc.name}"
 
 
+def recorded_claim_name(pod: Pod, prc: PodResourceClaim) -> str | None:
+    """The claim the resourceclaim controller recorded for a template entry in the pod's
+    ``status.resourceClaimStatuses``, or None while it has recorded none."""
+    for st in pod.status.get("resourceClaimStatuses") or ():
+        if isinstance(st, dict) and st.get("name") == prc.name and st.get("resourceClaimName"):
+            return str(st["resourceClaimName"])
+    return None
+
+
 def claim_name(pod: Pod, prc: PodResourceClaim) -> str:
     """The claim a pod's ``resourceClaims`` entry refers to: the named claim, or for a
     template the claim recorded in the pod's ``status.resourceClaimStatuses``
     (:func:`generated_claim_name` when none is recorded)."""
     if prc.resource_claim_name:
         return prc.resource_claim_name
-    for st in pod.status.get("resourceClaimStatuses") or ():
-        if isinstance(st, dict) and st.get("name") == prc.name and st.get("resourceClaimName"):
-            return str(st["resourceClaimName"])
-    return generated_claim_name(pod, prc)
+    return recorded_claim_name(pod, prc) or generated_claim_name(pod, prc)
 
 
 def claim_key(pod: Pod, prc: PodResourceClaim) -> str:

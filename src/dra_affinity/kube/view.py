@@ -47,7 +47,7 @@ from typing import Any
 
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.meta import TypedObject
-from dra_affinity.api.podclaims import PODS, claim_key
+from dra_affinity.api.podclaims import PODS, claim_key, recorded_claim_name
 from dra_affinity.api.resource import RESERVED_FOR_MAX, DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.scheduler.view import Listener, WriteConflict, WriteFailed
 
@@ -371,9 +371,7 @@ class KubeView:
         """The pod's claims not in the cache yet (a template's claim not created yet)."""
         out = []
         for prc in pod.spec.resource_claims:
-            if prc.resource_claim_template_name and not any(
-                    isinstance(st, dict) and st.get("name") == prc.name
-                    for st in pod.status.get("resourceClaimStatuses") or ()):
+            if prc.resource_claim_template_name and recorded_claim_name(pod, prc) is None:
                 out.append(f"{pod.namespace}/<{prc.name} from {prc.resource_claim_template_name}>")
                 continue
             key = claim_key(pod, prc)
