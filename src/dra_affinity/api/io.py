@@ -62,13 +62,9 @@ __all__ = [
 ]
 
 KINDS: dict[tuple[str, str], type[TypedObject]] = {
-    ("v1", "Node"): Node,
-    ("v1", "Pod"): Pod,
-    ("v1", "Namespace"): Namespace,
-    ("resource.k8s.io/v1", "DeviceClass"): DeviceClass,
-    ("resource.k8s.io/v1", "ResourceSlice"): ResourceSlice,
-    ("resource.k8s.io/v1", "ResourceClaim"): ResourceClaim,
-    ("resource.k8s.io/v1", "ResourceClaimTemplate"): ResourceClaimTemplate,
+    model.type_meta(): model
+    for model in (Node, Pod, Namespace, DeviceClass, ResourceSlice, ResourceClaim,
+                  ResourceClaimTemplate)
 }
 
 

@@ -123,6 +123,13 @@ class TypedObject(K8sModel):
     def name(self) -> str:
         return self.metadata.name
 
+    @classmethod
+    def type_meta(cls) -> tuple[str, str]:
+        """``(apiVersion, kind)`` of a concrete kind: the defaults of its own fields, the
+        one place each kind's group/version is written."""
+        fields = cls.model_fields
+        return str(fields["api_version"].default), str(fields["kind"].default)
+
     @property
     def namespace(self) -> str:
         return self.metadata.namespace or "default"

@@ -14,8 +14,6 @@ from pydantic import Field
 from dra_affinity.api.meta import K8sModel, NodeSelector, TypedObject
 from dra_affinity.api.quantity import Quantity
 
-GROUP_VERSION = "resource.k8s.io/v1"
-
 # Limits from k8s.io/api/resource/v1 and KEP-5981.
 SHARING_AFFINITY_MAX_ENTRIES = 8
 CEL_SELECTOR_EXPRESSION_MAX_LENGTH = 10 * 1024
@@ -299,6 +297,10 @@ class ResourceClaimTemplate(TypedObject):
     api_version: Literal["resource.k8s.io/v1"] = "resource.k8s.io/v1"
     kind: Literal["ResourceClaimTemplate"] = "ResourceClaimTemplate"
     spec: ResourceClaimTemplateSpec = Field(default_factory=ResourceClaimTemplateSpec)
+
+
+#: The group/version of this module's kinds, as their models say.
+GROUP_VERSION = ResourceClaim.type_meta()[0]
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX",

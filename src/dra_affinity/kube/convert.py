@@ -63,16 +63,8 @@ KIND_MODELS: dict[str, type[TypedObject]] = {
     "ResourceClaimTemplate": ResourceClaimTemplate,
 }
 
-# Each kind's apiVersion (its group/version on the API server).
-API_VERSIONS: dict[str, str] = {
-    "Namespace": "v1",
-    "Node": "v1",
-    "Pod": "v1",
-    "DeviceClass": "resource.k8s.io/v1",
-    "ResourceSlice": "resource.k8s.io/v1",
-    "ResourceClaim": "resource.k8s.io/v1",
-    "ResourceClaimTemplate": "resource.k8s.io/v1",
-}
+# Each kind's apiVersion (its group/version on the API server), as its model says.
+API_VERSIONS: dict[str, str] = {kind: model.type_meta()[0] for kind, model in KIND_MODELS.items()}
 
 
 class ConversionError(Exception):

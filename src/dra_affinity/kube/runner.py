@@ -54,7 +54,7 @@ from prometheus_client import Counter, Gauge, GCCollector, Histogram
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.podclaims import claim_key
-from dra_affinity.api.resource import ResourceClaim
+from dra_affinity.api.resource import ResourceClaim, ResourceSlice
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
@@ -118,12 +118,12 @@ class KubeRecorder(Recorder):
         ns, _, name = ref.rpartition("/")
         regarding: dict[str, Any] = {"kind": kind, "name": name}
         if kind == "Pod":
-            regarding.update(apiVersion="v1", namespace=ns or "default")
+            regarding.update(apiVersion=Pod.type_meta()[0], namespace=ns or "default")
             p = self.view.pod(ref)
             if p is not None and p.metadata.uid:
                 regarding["uid"] = p.metadata.uid
         elif kind == "ResourceSlice":
-            regarding["apiVersion"] = "resource.k8s.io/v1"
+            regarding["apiVersion"] = ResourceSlice.type_meta()[0]
         self.sink.record(regarding, type_, reason, _ACTIONS.get(reason, reason), message)
 
     def warn(self, message: str, **kv: str) -> None:
