@@ -476,11 +476,21 @@ _NO_OFFSET: Final[Any] = object()
 
 
 def _index_of(recv: Any, sub: Any, offset: Any = _NO_OFFSET) -> int:
+    return _position("indexOf", recv, sub, offset, last=False)
+
+
+def _last_index_of(recv: Any, sub: Any, offset: Any = _NO_OFFSET) -> int:
+    return _position("lastIndexOf", recv, sub, offset, last=True)
+
+
+def _position(name: str, recv: Any, sub: Any, offset: Any, *, last: bool) -> int:
+    """``indexOf`` and ``lastIndexOf`` of a string (a substring, from an optional
+    offset) or of a list (an element), with cel-go's argument checks."""
     if type(recv) is str:
         if type(sub) is not str or (offset is not _NO_OFFSET and type(offset) is not int):
-            nso("indexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
+            nso(name, recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
         if offset is _NO_OFFSET:
-            return recv.find(sub)
+            return recv.rfind(sub) if last else recv.find(sub)
         # cel-go: a negative offset is an error; the empty string matches at
         # the offset clamped to the end; past the end nothing else matches.
         if offset < 0:
@@ -489,35 +499,14 @@ def _index_of(recv: Any, sub: Any, offset: Any = _NO_OFFSET) -> int:
             return min(int(offset), len(recv))
         if offset >= len(recv):
             return -1
-        return recv.find(sub, offset)
-    if is_list(recv) and offset is _NO_OFFSET:
-        for i, x in enumerate(recv):
-            if cel_eq(x, sub):
-                return i
-        return -1
-    nso("indexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
-
-
-def _last_index_of(recv: Any, sub: Any, offset: Any = _NO_OFFSET) -> int:
-    if type(recv) is str:
-        if type(sub) is not str or (offset is not _NO_OFFSET and type(offset) is not int):
-            nso("lastIndexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
-        if offset is _NO_OFFSET:
-            return recv.rfind(sub)
-        if offset < 0:
-            _out_of_range(offset)
-        if sub == "":
-            return min(int(offset), len(recv))
-        if offset >= len(recv):
-            return -1
-        return recv.rfind(sub, 0, offset + len(sub))
+        return recv.rfind(sub, 0, offset + len(sub)) if last else recv.find(sub, offset)
     if is_list(recv) and offset is _NO_OFFSET:
         items = list(recv)
-        for i in range(len(items) - 1, -1, -1):
+        for i in range(len(items) - 1, -1, -1) if last else range(len(items)):
             if cel_eq(items[i], sub):
                 return i
         return -1
-    nso("lastIndexOf", recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
+    nso(name, recv, sub, *(() if offset is _NO_OFFSET else (offset,)))
 
 
 def _lower_ascii(s: Any) -> str:

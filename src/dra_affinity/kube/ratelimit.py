@@ -15,9 +15,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from .api import Api, ApiError
+
+_T = TypeVar("_T")
 
 __all__ = ["KUBE_API_BURST", "KUBE_API_QPS", "RateLimitedApi", "TokenBucket"]
 
@@ -80,37 +82,27 @@ class RateLimitedApi:
                 query: Mapping[str, str] | None = None,
                 content_type: str = "application/json",
                 timeout: float | None = None) -> Any:
-        waited = self.bucket.wait()
-        try:
-            out = self.api.request(method, path, body=body, query=query,
-                                   content_type=content_type, timeout=timeout)
-        except ApiError as e:
-            self._observe(method, e.status, waited)
-            raise
-        self._observe(method, 200, waited)
-        return out
+        return self._limited(method, lambda: self.api.request(
+            method, path, body=body, query=query, content_type=content_type, timeout=timeout))
 
     def request_bytes(self, method: str, path: str, *, body: bytes | None = None,
                       content_type: str = "application/json", accept: str = "application/json",
                       timeout: float | None = None) -> bytes:
+        return self._limited(method, lambda: self.api.request_bytes(
+            method, path, body=body, content_type=content_type, accept=accept, timeout=timeout))
+
+    def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
+        return self._limited("WATCH", lambda: self.api.watch(path, query, timeout))
+
+    def _limited(self, method: str, call: Callable[[], _T]) -> _T:
+        """One request once the bucket has a token; its status and wait observed."""
         waited = self.bucket.wait()
         try:
-            out = self.api.request_bytes(method, path, body=body, content_type=content_type,
-                                         accept=accept, timeout=timeout)
+            out = call()
         except ApiError as e:
             self._observe(method, e.status, waited)
             raise
         self._observe(method, 200, waited)
-        return out
-
-    def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
-        waited = self.bucket.wait()
-        try:
-            out = self.api.watch(path, query, timeout)
-        except ApiError as e:
-            self._observe("WATCH", e.status, waited)
-            raise
-        self._observe("WATCH", 200, waited)
         return out
 
     def _observe(self, method: str, status: int, waited: float) -> None:
