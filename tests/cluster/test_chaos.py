@@ -41,6 +41,7 @@ from kube.live import (
     SchedulerProc,
     World,
     assert_no_incompatible_colocation,
+    fence_violations,
     live,
     locks,
     ns,
@@ -73,22 +74,6 @@ def _serving(live: Live) -> bool:
     except ApiError:
         return False
     return True
-
-
-def _fence_violations(proc: SchedulerProc) -> list[str]:
-    """Writes not covered by a renewal: sent before any, or at or after the renew deadline
-    of every renewal that started before them (log order between threads is not used)."""
-    records = list(proc.records())
-    renewals = [(float(r["monotonic"]), float(r["writesUntil"])) for r in records
-                if r.get("msg") == "lease renewed"]
-    out: list[str] = []
-    for r in records:
-        if r.get("msg") != "write":
-            continue
-        at = float(r["monotonic"])
-        if not any(start <= at < until for start, until in renewals):
-            out.append(f"{proc.log.name}: {r.get('method')} {r.get('path')} at {at}")
-    return out
 
 
 def test_chaos_kills_freezes_and_write_faults_leave_no_violation(
@@ -213,7 +198,7 @@ def test_chaos_kills_freezes_and_write_faults_leave_no_violation(
         return -1.0
     wait_until(lambda: gauge() == reconstructed, 30,
                f"the leader's locked-device gauge equal to locks --kubeconfig ({reconstructed})")
-    violations = [v for p in every for v in _fence_violations(p)]
+    violations = [v for p in every for v in fence_violations(p)]
     assert not violations, violations
     writes = sum(1 for p in every for r in p.records() if r.get("msg") == "write")
     assert writes >= 2 * PODS  # the audit saw the run's writes (a claim and a binding per pod)

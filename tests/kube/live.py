@@ -322,6 +322,24 @@ class SchedulerProc:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
 
+def fence_violations(proc: SchedulerProc) -> list[str]:
+    """The writes of a replica (its debug write log) not covered by one of its Lease
+    renewals: sent before any, or at or after the renew deadline of every renewal that
+    started before them. Both are on the replica's monotonic clock; the log's order
+    between threads is not relied on."""
+    records = list(proc.records())
+    renewals = [(float(r["monotonic"]), float(r["writesUntil"])) for r in records
+                if r.get("msg") == "lease renewed"]
+    out: list[str] = []
+    for r in records:
+        if r.get("msg") != "write":
+            continue
+        at = float(r["monotonic"])
+        if not any(start <= at < until for start, until in renewals):
+            out.append(f"{proc.log.name}: {r.get('method')} {r.get('path')} at {at}")
+    return out
+
+
 def locks(kubeconfig: Path | str) -> list[dict[str, Any]]:
     """``dra-affinity locks --kubeconfig -o json``: the rows, holders without tentative flags."""
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -5,6 +5,7 @@ period, and fencing (no write after the renew deadline)."""
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 
 import pytest
@@ -146,6 +147,34 @@ def test_no_write_leaves_a_replica_past_its_renew_deadline() -> None:
     events.send_pending()
     assert api.requests == []
     assert issubclass(LeadershipLost, WriteFailed)
+
+
+def test_every_write_sent_is_in_the_write_log(caplog: pytest.LogCaptureFixture) -> None:
+    """The ex-leader audit's source: each write that leaves (binding, condition, event)
+    has one ``write`` record with its method, path and monotonic time; a refused one none."""
+    api, clock = FakeApi(), Clock()
+    a = _elector(api, "a", clock)
+    assert a.try_acquire_or_renew()
+    view = KubeView(api, may_write=a.may_write)
+    events = EventRecorder(api, component="dra-affinity", instance="a", may_write=a.may_write)
+    model = Pod.model_validate(api.create("Pod", pod("p", "c")))
+    api.requests.clear()
+    caplog.set_level(logging.DEBUG, logger="dra_affinity.kube")
+    for past_deadline in (False, True):  # the second time nothing leaves, nothing logged
+        try:
+            view.bind_pod(model, "node-1")
+        except LeadershipLost:
+            assert past_deadline
+        view.set_unschedulable(model, "Unschedulable", "x")
+        events.record({"kind": "Pod", "namespace": "default", "name": "p"}, "Warning",
+                      "FailedScheduling", "Scheduling", "x")
+        events.send_pending()
+        clock.advance(10)
+    logged = [(r.fields["method"], r.fields["path"]) for r in caplog.records  # type: ignore[attr-defined]
+              if r.getMessage() == "write"]
+    sent = [(method, path) for method, path in api.requests if method != "GET"]
+    assert [m for m, _ in sent] == ["POST", "PATCH", "POST"]
+    assert logged == sent
 
 
 def test_leader_steps_down_when_renewals_hang_past_the_deadline() -> None:

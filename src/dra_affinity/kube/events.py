@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .api import MERGE_PATCH, RESOURCES, Api, ApiError
+from .leader import fenced
 
 __all__ = ["FINISH_AFTER", "REFRESH_EVERY", "EventRecorder"]
 
@@ -181,15 +182,17 @@ class EventRecorder:
     def _write(self, key: tuple[Any, ...], op: str, ns: str, name: str,
                body: dict[str, Any]) -> None:
         res = RESOURCES["Event"]
-        if self.may_write is not None and not self.may_write():
+        method, path = ("POST", res.collection(ns)) if op == "create" else \
+            ("PATCH", res.item(name, ns))
+        if not fenced(self.may_write, method, path):
             log.info("event %s/%s not recorded: this replica no longer leads", ns, name)
             return
         try:
             if op == "create":
-                self.api.request("POST", res.collection(ns), body=body)
+                self.api.request(method, path, body=body)
                 return
             try:
-                self.api.request("PATCH", res.item(name, ns), body=body, content_type=MERGE_PATCH)
+                self.api.request(method, path, body=body, content_type=MERGE_PATCH)
             except ApiError as e:
                 if not e.not_found:
                     raise
@@ -206,7 +209,11 @@ class EventRecorder:
                 return
             s.name = f"{dict(key[0]).get('name', 'object')}.{time.time_ns():x}"
             body = self._event(key, s, patch)
-        self.api.request("POST", RESOURCES["Event"].collection(s.namespace), body=body)
+        path = RESOURCES["Event"].collection(s.namespace)
+        if not fenced(self.may_write, "POST", path):
+            log.info("event %s/%s not recorded: this replica no longer leads", s.namespace, s.name)
+            return
+        self.api.request("POST", path, body=body)
 
     def __len__(self) -> int:
         """Series (and single events) remembered."""

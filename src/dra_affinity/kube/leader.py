@@ -36,7 +36,19 @@ from .api import RESOURCES, Api, ApiError
 
 log = logging.getLogger("dra_affinity.kube.leader")
 
-__all__ = ["LeaderElector"]
+__all__ = ["LeaderElector", "fenced"]
+
+
+def fenced(may_write: Callable[[], bool] | None, method: str, path: str) -> bool:
+    """Whether a write may leave now (``may_write``: the leader's fence; None: always),
+    checked immediately before the request. A write let through is logged (debug,
+    ``write``) on the monotonic clock the renewals are logged on (``lease renewed``), so
+    that an audit can hold every write against the renew deadline it was sent under."""
+    if may_write is not None and not may_write():
+        return False
+    log.debug("write", extra={"fields": {"method": method, "path": path,
+                                         "monotonic": time.monotonic()}})
+    return True
 
 
 def _micro(t: datetime.datetime) -> str:

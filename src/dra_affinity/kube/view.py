@@ -39,7 +39,6 @@ import datetime
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from . import protowire
 from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
 from .convert import ConversionError, object_key, to_model
 from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
+from .leader import fenced
 
 log = logging.getLogger("dra_affinity.kube.view")
 
@@ -384,11 +384,8 @@ class KubeView:
                what: str) -> Any:
         """Every write leaves through here: refused unless this replica may write now
         (it holds the Lease within its renew deadline), checked just before the request."""
-        if self.may_write is not None and not self.may_write():
+        if not fenced(self.may_write, method, path):
             raise LeadershipLost(f"{what}: not written, this replica no longer leads")
-        # The write log (debug): audited against the Lease's renewals (the same clock).
-        log.debug("write", extra={"fields": {"method": method, "path": path,
-                                             "monotonic": time.monotonic()}})
         if isinstance(body, bytes):
             return json.loads(self.api.request_bytes(method, path, body=body,
                                                      content_type=content_type))
