@@ -1,10 +1,13 @@
 """A leader frozen past its Lease while pods wait in its backoff, on a real control plane.
 
-The other replica takes the Lease and places those pods on a NIC whose lock was just
-cleared; then the old leader is woken (SIGCONT), with the pods' retries due and its
-caches stale. It must stop at once: no write after its renew deadline (its write log
-against its renewals), and nothing the new leader stored undone: each pod bound with
-its claim allocated and reserved for it by UID, the NIC locked to the new subnet only.
+The leader reaches the API server through the fault proxy, which answers 500 to every
+write of it: its pods' attempts end in errors, so they sit in its backoff queue. It is
+frozen (SIGSTOP) past its Lease; the other replica takes the Lease and places those
+pods; the network heals, and the old leader is woken (SIGCONT) with the pods' retries
+due and its caches stale. It must stop at once: no write after its renew deadline (its
+write log against its renewals), and nothing the new leader stored undone: each pod
+bound with its claim allocated and reserved for it by UID, the NIC locked to the
+pods' subnet only.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import signal
 from typing import Any
 
 import pytest
+from faultproxy import FaultProxy
 
 from kube.live import (
     Live,
@@ -40,35 +44,36 @@ def _holder(live: Live, ns: str) -> str | None:
     return ((lease or {}).get("spec") or {}).get("holderIdentity")
 
 
-def _unschedulable(proc: SchedulerProc, pods: list[str]) -> bool:
-    seen = {r.get("pod", "").rpartition("/")[2] for r in proc.records()
-            if r.get("msg") == "unschedulable"}
+def _failed(proc: SchedulerProc, pods: list[str]) -> bool:
+    seen = {r.get("pod", "").rpartition("/")[2] for r in proc.records() if r.get("msg") == "error"}
     return all(p in seen for p in pods)
 
 
 def test_woken_ex_leader_neither_writes_nor_undoes_the_new_leaders_work(
-        control_plane: Any, live: Live, ns: str, schedulers: Any) -> None:
-    w = World(live, ns, nodes=1, nics=1, slots=5)
+        control_plane: Any, live: Live, ns: str, schedulers: Any, tmp_path: Any,
+        request: pytest.FixtureRequest) -> None:
+    plane = control_plane.plane
+    proxy = FaultProxy(("127.0.0.1", plane.ports["kube-apiserver"]), plane.pki, rate=1.0,
+                       seed=1, kinds=["500"]).start()
+    request.addfinalizer(proxy.stop)
+    w = World(live, ns, nodes=1, nics=1, slots=len(WAITING))
     name = f"dra-affinity-{ns}"
     extra = ["--log-level", "debug"]
-    old = schedulers(identity="r1", extra=extra)
+    old = schedulers(identity="r1", kubeconfig=proxy.kubeconfig(tmp_path / "proxy.kubeconfig"),
+                     extra=extra)
     wait_until(old.leading, 60, "r1 leading")
     new = schedulers(identity="r2", extra=extra)
-    w.claim("a-nic", "x")
-    w.pod("a", claim="a-nic", scheduler=name)
-    wait_until(lambda: live.node_of(ns, "a"), 60, "a bound (the only NIC locked to x)")
     for p in WAITING:
         w.claim(f"{p}-nic", "y")
         w.pod(p, claim=f"{p}-nic", scheduler=name)
-    wait_until(lambda: _unschedulable(old, WAITING), 60, "the y pods in r1's backoff")
+    wait_until(lambda: _failed(old, WAITING), 60, "the pods in r1's backoff (writes refused)")
 
     assert old.proc is not None
     old.proc.send_signal(signal.SIGSTOP)
     try:
         wait_until(lambda: _holder(live, ns) == "r2", 4 * LEASE_DURATION, "r2 holding the Lease")
-        live.delete_pod(ns, "a")  # the controller clears a-nic: the NIC's lock is free
-        wait_until(lambda: all(live.node_of(ns, p) for p in WAITING), 60,
-                   "the y pods bound by r2")
+        wait_until(lambda: all(live.node_of(ns, p) for p in WAITING), 60, "the pods bound by r2")
+        proxy.rate = 0.0  # the network heals: a write of r1 would now be stored
     finally:
         old.proc.send_signal(signal.SIGCONT)
     assert old.proc.wait(30) == 1  # it steps down and exits
@@ -87,3 +92,4 @@ def test_woken_ex_leader_neither_writes_nor_undoes_the_new_leaders_work(
         assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
     assert_no_incompatible_colocation(live, ns)
     assert lock_table(locks(control_plane.kubeconfig), w.driver)[dev] == ("Locked", {"subnet": "y"})
+    assert proxy.injected["500"] >= len(WAITING)
