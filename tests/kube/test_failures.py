@@ -151,3 +151,29 @@ def test_stale_replica_never_clears_an_allocation_it_did_not_make(api: FakeApi) 
     assert after["status"] == before["status"]
     assert DELETE_PROTECTION in after["metadata"]["finalizers"]
     assert _node(api, "default/a") == "node-1"
+
+
+@pytest.mark.parametrize("fault", ["conflict", "server-error"])
+def test_failed_bind_of_a_pod_joining_a_claim_undoes_only_its_reservation(
+        api: FakeApi, fault: str) -> None:
+    """A pod joins a claim that another attempt allocated and another pod holds; its Bind
+    is refused. Unreserve takes out its own reservation only: the allocation, the other
+    pod's reservation and the finalizer, which it did not write, stay."""
+    api.create("Pod", pod("b", "a-nic"))
+    proc = _process(api)
+    assert _attempt(proc) is Result.SCHEDULED  # a allocates a-nic
+    sync(api, proc.view)
+    before = api.get("ResourceClaim", "default/a-nic")
+    assert before is not None
+    api.fail("POST", "/pods/b/binding", fault)
+    key = proc.queue.pop()
+    assert key == "default/b"
+    with proc.core_lock:
+        assert proc.scheduler.schedule(key).result is not Result.SCHEDULED
+    after = api.get("ResourceClaim", "default/a-nic")
+    assert after is not None
+    assert after["status"]["allocation"] == before["status"]["allocation"]
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == ["uid-pod-a"]
+    assert DELETE_PROTECTION in after["metadata"]["finalizers"]
+    assert _node(api, "default/a") == "node-1" and _node(api, "default/b") is None
+    assert _locked(proc) == [ETH1]
