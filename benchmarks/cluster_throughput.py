@@ -197,7 +197,10 @@ class _Run:
         self.sched = SchedulerProc(
             self.plane.kubeconfig, self.tmp / "sched.log", name="dra-affinity",
             lease_namespace="bench",
+            # The shipped Lease timings, not the tests' short ones: on a loaded machine a
+            # 3 s renew deadline can pass while the plane is busy, and the replica exits.
             extra=["--log-level", "warning", "--metrics-port", str(self.metrics_port),
+                   "--lease-duration", "15", "--renew-deadline", "10", "--retry-period", "2",
                    *self.args.scheduler_arg])
         wait_until(lambda: any(v == 1.0 for _, v in _samples(self.our_metrics(), "dra_affinity_leader")),
                    300, "dra-affinity scheduler to lead and sync")
