@@ -98,3 +98,16 @@ def test_simulate_table_prints_markup_like_text_literally(tmp_path: Path) -> Non
     code, out = invoke("simulate", str(f))
     assert code == 1  # the changed expectation fails, and its message prints as written
     assert "subnet-[/x]" in out
+
+
+def test_simulate_table_keeps_long_device_names_whole_when_piped(tmp_path: Path) -> None:
+    driver = "nics-of-a-long-driver-name-that-fills-its-limit.example.com"
+    f = tmp_path / "s.yaml"
+    f.write_text(EXAMPLE.read_text().replace("networking.example.com", driver))
+    code, out = invoke("simulate", str(f))
+    assert code == 0, out
+    lines = out.splitlines()
+    # folded, a cell would show pieces of the name on consecutive lines
+    pieces = [line for line in lines if "long-driver" in line or "example.com/" in line]
+    assert pieces and all(f"{driver}/node-" in line for line in pieces), out
+    assert max(len(line) for line in lines) > 160  # wider than the old fixed width

@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import ctypes
 import datetime
+import importlib
 import ipaddress
 import json
 import os
@@ -79,6 +80,23 @@ class ControlPlaneError(RuntimeError):
 
 class GoNotFoundError(ControlPlaneError):
     """``go`` is not on PATH, so the control-plane binaries cannot be built."""
+
+
+#: What the harness imports beyond the project's runtime dependencies (module -> why);
+#: all of it comes with the dev extras.
+DEV_MODULES: Mapping[str, str] = {"cryptography": "the control plane's certificates"}
+
+
+def require_dev_modules() -> None:
+    """Fail with one line naming the first missing package, before anything is built or started."""
+    for module, purpose in DEV_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise ControlPlaneError(
+                f"the Python package '{module}' is missing ({purpose}); it is a dev extra of "
+                "this project: pip install -e '.[dev]'"
+            ) from None
 
 
 # --------------------------------------------------------------------------- build
@@ -517,6 +535,7 @@ class ControlPlane:
         """Start every component and wait until each is ready; on failure stop what started."""
         if self.components:
             raise ControlPlaneError(f"{self.workdir}: control plane already started")
+        require_dev_modules()
         check_bin_dir(self.bin_dir)
         unknown = sorted(set(self.extra_args) - set(BINARIES))
         if unknown:
@@ -894,6 +913,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    require_dev_modules()  # before a build of minutes
     bin_dir = Path(args.bin_dir) if args.bin_dir else build_binaries()
     plane = ControlPlane(workdir, bin_dir, with_scheduler=args.with_scheduler, tie_to_parent=False)
     plane.start()

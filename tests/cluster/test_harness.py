@@ -279,6 +279,27 @@ def test_cli_reports_errors_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_cli_up_without_the_dev_extras_names_the_package(tmp_path: Path) -> None:
+    """Run as if ``cryptography`` were not installed: one line, before any build."""
+    script = (
+        "import runpy, sys; sys.modules['cryptography'] = None;"  # import fails
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(CONTROLPLANE_PY), "up", "--dir", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PATH": ""},  # a build would fail on the missing go instead
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "controlplane: error: the Python package 'cryptography' is missing (the control "
+        "plane's certificates); it is a dev extra of this project: pip install -e '.[dev]'"
+    ]
+    assert not (tmp_path / "w").exists()
+
+
 def test_parent_death_takes_components_along(tmp_path: Path) -> None:
     """A plane started from Python dies with it even when exit hooks never run (SIGKILL)."""
     bin_dir = tmp_path / "bin"

@@ -34,11 +34,17 @@ def _dump(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False)
 
 
+#: Width of output that is not a terminal: wide enough that no table cell is folded, so
+#: a row stays one line for grep and awk, as with kubectl (rich needs a number).
+PIPED_WIDTH = 100_000
+
+
 def _console(markup: bool = False) -> Console:
     """Output console. Markup is off unless a renderer writes its own: names and
-    messages from manifests may contain ``[...]`` and must print as written."""
+    messages from manifests may contain ``[...]`` and must print as written. A terminal
+    gets tables fitted to its width; a pipe or file gets each row on one line."""
     tty = sys.stdout.isatty()
-    return Console(width=None if tty else 160, force_terminal=tty, no_color=not tty,
+    return Console(width=None if tty else PIPED_WIDTH, force_terminal=tty, no_color=not tty,
                    highlight=False, soft_wrap=False, markup=markup, emoji=False)
 
 
