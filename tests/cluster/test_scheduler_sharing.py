@@ -13,6 +13,7 @@ import pytest
 
 from dra_affinity.validation.sharing_affinity import ANNOTATION_PATH
 from kube.live import (
+    EXTRACTORS,
     Live,
     World,
     assert_no_incompatible_colocation,
@@ -126,3 +127,34 @@ def test_invalid_annotation_fails_closed(control_plane: Any, live: Live, ns: str
     w.set_extractors(w.nodes[0], [{"name": "subnet", "expression":
                                    'object.kind == "NICConfig" ? object.subnetID : ""'}])
     _bound(live, ns, "a")
+
+
+def test_key_declared_by_two_metadata_slices_warns_on_the_slice(
+        control_plane: Any, live: Live, ns: str, schedulers: Any) -> None:
+    """Each slice passes the API server's admission alone; the pool does not: its NICs are
+    not used, and the slice that repeats the key gets a SharingAffinityInvalid Warning."""
+    w = World(live, ns, nodes=1, nics=1)
+    node = w.nodes[0]
+    second = w.meta_slice(node, EXTRACTORS)
+    second["metadata"]["name"] = f"{node}-meta2"
+    for doc in (w.meta_slice(node, EXTRACTORS), w.nic_slice(node, 1, 4), second):
+        doc["spec"]["pool"]["resourceSliceCount"] = 3
+        live.apply(doc)
+    schedulers()
+    events = wait_until(
+        lambda: [e for e in live.events("default", f"{node}-meta2")
+                 if e["reason"] == "SharingAffinityInvalid"], 60, "the slice's Warning")
+    assert events[0]["type"] == "Warning"
+    assert (f"duplicate sharingAffinity key 'subnet' in slices {node}-meta and {node}-meta2"
+            in events[0]["message"])
+    assert not [e for e in live.events("default", f"{node}-meta")
+                if e["reason"] == "SharingAffinityInvalid"]
+    w.claim("a-nic", "x")
+    w.pod("a", claim="a-nic", scheduler=f"dra-affinity-{ns}")
+
+    def diagnosed() -> Any:
+        p = live.pod(ns, "a")
+        return [c for c in (p or {}).get("status", {}).get("conditions") or []
+                if c["type"] == "PodScheduled" and c["status"] == "False"]
+
+    assert "AffinityInvalidPool" in wait_until(diagnosed, 60, "PodScheduled=False")[0]["message"]

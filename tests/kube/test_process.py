@@ -15,7 +15,7 @@ from dra_affinity.kube.runner import JsonFormatter, Options, SchedulerProcess
 from dra_affinity.kube.view import DELETE_PROTECTION
 
 from .fakeapi import FakeApi
-from .world import EXTRACTORS, build, claim, pod, sync
+from .world import EXTRACTORS, build, claim, meta_slice, pod, sync
 
 
 def _process(api: FakeApi) -> SchedulerProcess:
@@ -440,6 +440,55 @@ def test_unreadable_bridge_fails_the_pool_closed_until_fixed(api: FakeApi) -> No
     _run(proc, api)
     assert not proc.view.slice_problems()
     assert _node(api, "default/a") == "node-1"
+
+
+def test_key_declared_by_two_metadata_slices_warns_on_the_later_slice(api: FakeApi) -> None:
+    """Each slice passes admission; the pool does not. The slice that repeats the key gets
+    a SharingAffinityInvalid Warning when the slices change, not at the next attempt;
+    once per message, and again when the problem comes back after a fix."""
+    for name in ("node-1-meta", "node-1-nics"):
+        obj = api.get("ResourceSlice", name)
+        assert obj is not None
+        obj["spec"]["pool"]["resourceSliceCount"] = 3
+        api.update("ResourceSlice", obj)
+    proc = _process(api)
+
+    def warnings() -> list[dict[str, Any]]:
+        proc.events.send_pending()
+        return [e for e in api.objects["Event"].values()
+                if e["reason"] == "SharingAffinityInvalid"]
+
+    def publish(extractors: Any) -> None:
+        second = meta_slice("node-1", annotation=extractors)
+        second["metadata"]["name"] = "node-1-meta2"
+        second["spec"]["pool"]["resourceSliceCount"] = 3
+        if api.get("ResourceSlice", "node-1-meta2") is None:
+            api.create("ResourceSlice", second)
+        else:
+            api.update("ResourceSlice", second)
+        sync(api, proc.view)
+        proc.check_pools()
+
+    assert warnings() == []
+    publish([{"name": "subnet", "expression": '"x"'}])
+    (ev,) = warnings()
+    assert ev["type"] == "Warning"
+    assert ev["regarding"] == {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                               "name": "node-1-meta2"}
+    assert ev["note"] == ("pool networking.example.com/node-1 generation 1: duplicate "
+                          "sharingAffinity key 'subnet' in slices node-1-meta and node-1-meta2")
+    # attempts on the invalid pool build snapshots again: nothing more is written
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    _run(proc, api)
+    assert _node(api, "default/a") == "node-2"
+    assert warnings() == [ev]
+    # fixed (another key), then broken again: told again, as the Event's series
+    publish([{"name": "vlan", "expression": '"1"'}])
+    assert warnings() == [ev]
+    publish([{"name": "subnet", "expression": '"y"'}])
+    (again,) = warnings()
+    assert again["series"]["count"] == 2
 
 
 def test_unschedulable_pods_wait_for_an_event_that_can_help_and_write_only_changes(

@@ -63,6 +63,7 @@ from dra_affinity.scheduler.binding import Binding
 from dra_affinity.scheduler.gctune import tuned_gc
 from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.structured.model import Result
+from dra_affinity.structured.snapshot import Snapshot
 
 from .api import Api
 from .binder import DEFAULT_MAX_IN_FLIGHT, Binder
@@ -202,6 +203,10 @@ class SchedulerProcess:
                                    recorder=self.recorder, scoring=options.scoring,
                                    lock=self.core_lock)
         self.binder: Binder[_InFlight] = Binder(options.max_in_flight_bindings, self._bind)
+        # Pools' cross-slice problems as reported: slice name -> message (see _pool_problems).
+        self._reported_pool_problems: dict[str, str] = {}
+        self._slices_changed = False
+        self.scheduler.cache.on_snapshot.append(self._pool_problems)
         self.queue = SchedulingQueue(options.initial_backoff, options.max_backoff,
                                      options.unschedulable_timeout)
         self.stopping = threading.Event()
@@ -257,9 +262,24 @@ class SchedulerProcess:
 
     # ================================================================== callbacks (loop thread)
     def _object_problem(self, kind: str, key: str, message: str) -> None:
+        """A slice whose sharing-affinity metadata cannot be read (the view logs it)."""
         if kind != "ResourceSlice":
             return
         self.recorder.event(f"ResourceSlice {key}", "Warning", "SharingAffinityInvalid", message)
+
+    def _pool_problems(self, snap: Snapshot) -> None:
+        """Problems no slice has alone (two metadata slices of a pool declaring one key,
+        their combined cost): logged and a Warning event on the slice that causes each,
+        when a snapshot is built, once per slice and message (again if it comes back)."""
+        current: dict[str, str] = {}
+        for pool in snap.pools.values():
+            for name, message in pool.affinity_problems:
+                current[name] = f"{current[name]}; {message}" if name in current else message
+        for name, message in current.items():
+            if self._reported_pool_problems.get(name) != message:
+                log.warning("ResourceSlice %s: %s", name, message)
+                self._object_problem("ResourceSlice", name, message)
+        self._reported_pool_problems = current
 
     def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         if new is None:
@@ -296,6 +316,7 @@ class SchedulerProcess:
                 self._event(ClusterEvent.CLAIM_CHANGE, claim=f"{obj.namespace}/{obj.name}",
                             namespace=obj.namespace)
         elif kind == "ResourceSlice":
+            self._slices_changed = True
             self._event(ClusterEvent.SLICE_CHANGE)
         elif kind == "DeviceClass" and new is not None:
             self._event(ClusterEvent.CLASS_CHANGE)
@@ -354,12 +375,22 @@ class SchedulerProcess:
                     "slices": len(self.view.slices()),
                     "claims": len(self.view.claims()), "pending": len(self.queue)}})
                 continue
+            self.check_pools()
             with self.core_lock:
                 self._flush_unschedulable()
                 key = self.queue.pop()
             if key is not None:
                 self.schedule_one(key)
             self.observe_queue()
+
+    def check_pools(self) -> None:
+        """After slices changed, the snapshot now, so that the pools' problems are told
+        at once rather than at the next attempt (the next cycle would build it anyway)."""
+        if not self._slices_changed:
+            return
+        self._slices_changed = False
+        with self.core_lock:
+            self.scheduler.snapshot()
 
     def observe_queue(self) -> None:
         with self.core_lock:

@@ -35,6 +35,8 @@ class PoolInfo:
     incomplete_reason: str | None = None
     invalid_reason: str | None = None
     affinity_invalid_reason: str | None = None
+    # (slice, message) of each cross-slice problem (Pool.affinity_problems).
+    affinity_problems: tuple[tuple[str, str], ...] = ()
     # Experiment: extractors the pool marks preferred (not in ``extractors``).
     preferred_extractors: tuple[Extractor, ...] = ()
     # No reason of its own rules the pool out (read by the pool gate for every device

@@ -48,6 +48,10 @@ class Pool:
     incomplete_reason: str | None = None
     invalid_reason: str | None = None
     affinity_invalid_reason: str | None = None
+    # The cross-slice KEP-5981 problems by the slice that causes each (the later of two
+    # slices declaring one key): (slice name, message), for a Warning event on that slice.
+    # Slices whose metadata could not be read at all are not here (the reader tells).
+    affinity_problems: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> PoolID:
@@ -100,6 +104,7 @@ def _build(pid: PoolID, members: list[ResourceSlice], slice_problems: Mapping[st
         cel.Extractor(e.name, e.expression) for s in meta for e in (s.spec.sharing_affinity or [])
     )
     unreadable = [slice_problems[s.metadata.name] for s in newest if s.metadata.name in slice_problems]
+    problems = _affinity_problems(meta)
     return Pool(
         driver=driver,
         name=name,
@@ -109,7 +114,8 @@ def _build(pid: PoolID, members: list[ResourceSlice], slice_problems: Mapping[st
         extractors=extractors,
         incomplete_reason=f"{label}: {incomplete}" if incomplete else None,
         invalid_reason=_prefixed(label, _structural_problems(newest, complete=incomplete is None)),
-        affinity_invalid_reason=_prefixed(label, _affinity_problems(meta) + unreadable),
+        affinity_invalid_reason=_prefixed(label, [r for _, r in problems] + unreadable),
+        affinity_problems=tuple((sname, f"{label}: {r}") for sname, r in problems),
     )
 
 
@@ -183,15 +189,17 @@ def _structural_problems(newest: tuple[ResourceSlice, ...], *, complete: bool) -
     return reasons
 
 
-def _affinity_problems(meta: list[ResourceSlice]) -> list[str]:
-    """KEP-5981 checks over the union of the metadata slices' extractors."""
-    reasons: list[str] = []
+def _affinity_problems(meta: list[ResourceSlice]) -> list[tuple[str, str]]:
+    """KEP-5981 checks over the union of the metadata slices' extractors: (the slice that
+    causes it, reason) in slice name order. The combined cost is charged to the last
+    metadata slice, whose extractors take the sum over the limit."""
+    reasons: list[tuple[str, str]] = []
     owner: dict[str, str] = {}
     total = 0
     for s in meta:
         sname = s.metadata.name
         if s.spec.devices:
-            reasons.append(f"slice {sname} sets both devices and sharingAffinity")
+            reasons.append((sname, f"slice {sname} sets both devices and sharingAffinity"))
         for e in s.spec.sharing_affinity or []:
             # Uniqueness is a set comparison of key names: identical entries collide too.
             if e.name in owner:
@@ -200,27 +208,29 @@ def _affinity_problems(meta: list[ResourceSlice]) -> list[str]:
                     if owner[e.name] == sname
                     else f"in slices {owner[e.name]} and {sname}"
                 )
-                reasons.append(f"duplicate sharingAffinity key {e.name!r} {where}")
+                reasons.append((sname, f"duplicate sharingAffinity key {e.name!r} {where}"))
             else:
                 owner[e.name] = sname
             try:
                 program = cel.EXTRACTOR_ENV.compile(e.expression)
             except Exception as err:  # admission should have prevented it; fail closed
-                reasons.append(
-                    f"sharingAffinity key {e.name!r} in slice {sname} does not compile: {err}"
-                )
+                reasons.append((
+                    sname, f"sharingAffinity key {e.name!r} in slice {sname} does not compile: {err}"
+                ))
                 continue
             if program.result_type not in ("string", "dyn"):
-                reasons.append(
+                reasons.append((
+                    sname,
                     f"sharingAffinity key {e.name!r} in slice {sname} returns {program.result_type}, "
-                    "must return string"
-                )
+                    "must return string",
+                ))
             # The data-independent part of the estimate, as at admission (docs/validation.md).
             total += int(program.cost_estimate.min)
     if total > SHARING_AFFINITY_CEL_MAX_COST:
         names = ", ".join(s.metadata.name for s in meta)
-        reasons.append(
+        reasons.append((
+            meta[-1].metadata.name,
             f"combined estimated cost {total} of the sharingAffinity expressions in slices "
-            f"{names} exceeds the limit of {SHARING_AFFINITY_CEL_MAX_COST}"
-        )
+            f"{names} exceeds the limit of {SHARING_AFFINITY_CEL_MAX_COST}",
+        ))
     return reasons

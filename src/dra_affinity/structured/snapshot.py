@@ -37,6 +37,7 @@ def pool_info(p: Pool, preferred_keys: bool = False) -> PoolInfo:
         incomplete_reason=p.incomplete_reason,
         invalid_reason=p.invalid_reason,
         affinity_invalid_reason=p.affinity_invalid_reason,
+        affinity_problems=p.affinity_problems,
     )
 
 
