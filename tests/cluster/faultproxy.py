@@ -114,6 +114,8 @@ class FaultProxy:
         """Stop accepting and cut every open connection (watch streams included)."""
         self._stopped.set()
         with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        with contextlib.suppress(OSError):
             self._listener.close()
         with self._lock:
             conns = list(self._open)
