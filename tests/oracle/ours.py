@@ -12,7 +12,7 @@ import base64
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dra_affinity.cel import (
@@ -324,15 +324,25 @@ class PlacementOutcome:
     feasible: tuple[str, ...]
     rejected: Mapping[str, tuple[str, tuple[str, ...]]]
     error: str = ""
+    # feasible node -> score plugin that did not skip -> normalized score
+    scores: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    weights: Mapping[str, int] = field(default_factory=dict)
+
+    def totals(self) -> dict[str, int]:
+        """Each feasible node's weighted total (what the node is ranked by)."""
+        return {n: sum(self.weights[p] * s for p, s in per.items()) for n, per in self.scores.items()}
 
 
 def placement_ours(problem: Mapping[str, Any]) -> PlacementOutcome:
     """Run one placement problem (the oracle's ``placement`` request) through our
     scheduler: an in-memory cluster with the namespaces, nodes and bound pods, the
     incoming pod created there, then PreFilter once and every node's filters beside
-    DRA (what Filter runs before the allocator)."""
+    DRA (what Filter runs before the allocator), then Score of the feasible nodes
+    (DynamicResources, the device score, is left out as the oracle's profile has no
+    DRA)."""
     from dra_affinity.api.core import Namespace, Node, Pod
     from dra_affinity.scheduler.filter import node_rejection
+    from dra_affinity.scheduler.placement.scores import DYNAMIC_RESOURCES, WEIGHTS, score_nodes
     from dra_affinity.scheduler.scheduler import Scheduler
     from dra_affinity.sim.cluster import Cluster
     from dra_affinity.structured.model import Abort
@@ -366,9 +376,17 @@ def placement_ours(problem: Mapping[str, Any]) -> PlacementOutcome:
             feasible.append(node)
         else:
             rejected[node] = (bad.plugin, bad.reasons)
-    return PlacementOutcome(tuple(sorted(feasible)), rejected)
+    scores: dict[str, dict[str, int]] = {}
+    if feasible:
+        scored = score_nodes(cache.placement_index(), pod, cyc.placement, cluster.namespaces(),
+                             cache.node_facts(), feasible)
+        scores = {n: {p: s for p, s in per.items() if p != DYNAMIC_RESOURCES}
+                  for n, per in scored.per_node.items()}
+    weights = {p: w for p, w in WEIGHTS.items() if p != DYNAMIC_RESOURCES}
+    return PlacementOutcome(tuple(sorted(feasible)), rejected, "", scores, weights)
 
 
 def placement_oracle_outcome(answer: Mapping[str, Any]) -> PlacementOutcome:
     rejected = {n: (r["plugin"], tuple(r["reasons"] or ())) for n, r in (answer.get("rejected") or {}).items()}
-    return PlacementOutcome(tuple(sorted(answer.get("feasible") or ())), rejected)
+    return PlacementOutcome(tuple(sorted(answer.get("feasible") or ())), rejected, "",
+                            answer.get("scores") or {}, answer.get("weights") or {})

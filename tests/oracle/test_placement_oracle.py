@@ -7,8 +7,11 @@ node selector and affinity, tolerations, requests, host ports, pod (anti-)affini
 and topology spread) goes to both sides. Upstream: the oracle's ``placement``
 operation, which runs kube-scheduler 1.37's default-profile plugins through its
 framework over a snapshot of the problem. Ours: PreFilter, then the node filters
-beside DRA on every node. Compared: the feasible nodes exactly, and for each
-rejected node the first failing plugin and its FitError reasons. Findings are
+beside DRA on every node, then Score of the feasible nodes. Compared: the
+feasible nodes exactly, for each rejected node the first failing plugin and its
+FitError reasons, the weights, each score plugin's normalized score on every
+feasible node exactly (and which plugins skip), and that the node we rank first
+is one upstream ranks first (it breaks ties at random). Findings are
 grouped into ``out/oracle/placement-report.md``; the test fails on findings the
 allow-list (known_differences.PLACEMENT_KNOWN) does not explain and on entries
 explaining none.
@@ -54,6 +57,23 @@ def compare(p: Problem, ours: PlacementOutcome, up: PlacementOutcome) -> list[Fi
             out.append(finding(f"plugin:{mine[0]}->{plugin}"))
         elif mine[1] != reasons:
             out.append(finding(f"reasons:{plugin}"))
+    if ours.feasible == up.feasible and up.feasible:
+        if ours.weights != up.weights:
+            out.append(finding("weights"))
+            return out
+        plugins = sorted({p for per in (*ours.scores.values(), *up.scores.values()) for p in per})
+        for plugin in plugins:
+            mine_s = {n: per.get(plugin) for n, per in ours.scores.items()}
+            theirs = {n: per.get(plugin) for n, per in up.scores.items()}
+            if mine_s != theirs:
+                skipped = "skip" if any(v is None for v in (*mine_s.values(), *theirs.values())) else "score"
+                out.append(finding(f"{skipped}:{plugin}"))
+        # The node ranked first must be one upstream ranks first (it breaks ties at random).
+        up_totals, our_totals = up.totals(), ours.totals()
+        best = max(our_totals.values())
+        chosen = next(n for n in up.feasible if our_totals[n] == best)
+        if up_totals[chosen] != max(up_totals.values()):
+            out.append(finding("choice"))
     return out
 
 
@@ -89,6 +109,17 @@ def test_every_plugin_rejects_somewhere(
             "PodTopologySpread", "InterPodAffinity"} <= plugins
     assert sum(1 for _, _, up in outcomes if up.feasible) >= N_PROBLEMS // 2
     assert sum(1 for _, _, up in outcomes if not up.feasible) >= N_PROBLEMS // 20
+
+
+def test_every_score_plugin_ranks_somewhere(
+        outcomes: list[tuple[Problem, PlacementOutcome, PlacementOutcome]]) -> None:
+    """Each score plugin gives feasible nodes of some problem different scores upstream
+    (a plugin that never ranks anything would be compared only trivially)."""
+    ranked = {plugin for _, _, up in outcomes
+              for plugin in {p for per in up.scores.values() for p in per}
+              if len({per.get(plugin) for per in up.scores.values()}) > 1}
+    assert {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+            "NodeResourcesBalancedAllocation"} <= ranked
 
 
 def test_placement_differential(outcomes: list[tuple[Problem, PlacementOutcome, PlacementOutcome]]) -> None:

@@ -26,6 +26,7 @@ from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 
 from .nodefit import NO_PLACEMENT, PlacementError, PodPlacement, placement_of
 from .placement.filters import PlacementCycle
+from .placement.scores import NodeScores
 from .unsupported import unsupported_placement
 from .view import ClusterView
 
@@ -64,6 +65,10 @@ class CycleState:
     placement: PodPlacement = NO_PLACEMENT
     # inter-pod affinity and spread counts read for this pod (PreFilter; see filter.py)
     placement_state: PlacementCycle | None = None
+    # Whether the node scores can rank this pod's feasible nodes (see filter.node_scoring)
+    ranks_nodes: bool | None = None
+    # The chosen node's competitors and their scores, when node scores ranked them
+    scores: NodeScores | None = None
     # NodeUsage.version when Filter ran (Reserve re-checks the node filters if it moved)
     usage_version: int = -1
     # The one claim and (sub)request when the pod needs exactly one device: one

@@ -1,11 +1,21 @@
 """Filter and Score: the reference full scan.
 
-Filter runs the pure per-node allocator for each node in order; Score picks
-the node. With ``firstfit`` (the KEP's alpha) the first feasible node wins and
-the scan stops there; with ``affinity`` every node is scored by how many of
-its placements join a compatible lock, ties kept in node order. The fast
-paths (:mod:`dra_affinity.scheduler.fastpath`) must choose exactly the node
-this scan chooses; they only skip work.
+Filter runs the node filters and the pure per-node allocator for each node in
+order; Score picks the node. Scores are kube-scheduler's default profile
+(:mod:`.placement.scores`) with the device score of ``--scoring`` in the place of
+DynamicResources' (``firstfit``: 0 everywhere; ``affinity``: how many of the
+node's placements join a compatible lock); the highest weighted total wins, ties
+in node order.
+
+When no node score can tell two nodes apart for the pod (:func:`node_scoring`:
+no preferences, no PreferNoSchedule taint it minds, no Node reporting
+allocatable, no bound pod's affinity term), the device score alone decides:
+with ``firstfit`` the first feasible node wins and the scan stops there; with
+``affinity`` the most consolidating node, ties in node order. Otherwise every
+node is filtered (up to upstream's number of feasible nodes to find) and scored.
+The fast paths (:mod:`dra_affinity.scheduler.fastpath`) must choose exactly the
+node this scan chooses; they only skip work, and only when the device score
+alone decides.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from .cache import SchedulerCache
 from .cycle import CycleState
 from .nodefit import NO_PLACEMENT, NodeFacts, Rejection, check_node
 from .placement import filters as placement_filters
+from .placement import scores as placement_scores
 from .placement.filters import PlacementCycle
 
 FIRSTFIT, AFFINITY = "firstfit", "affinity"
@@ -167,9 +178,67 @@ def affinity_score(res: NodeResult) -> int:
     return sum(1 for s in res.shares if s.reused_lock)
 
 
+#: Upstream's bounds on how many feasible nodes a cycle looks for before it scores
+#: (``percentageOfNodesToScore`` unset: adaptive).
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE = 5
+BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
+
+
+def feasible_nodes_to_find(nodes: int) -> int:
+    """kube-scheduler's ``numFeasibleNodesToFind`` with the adaptive percentage: every
+    node below 100; then 50 % less one point per 125 nodes, at least 5 %, at least 100."""
+    if nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return nodes
+    percentage = max(BASE_PERCENTAGE_OF_NODES_TO_SCORE - nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE)
+    return max(nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def node_scoring(cache: SchedulerCache, cyc: CycleState) -> bool:
+    """Whether the node scores can rank this pod's feasible nodes (decided once per
+    cycle, before Filter): when not, the device score alone chooses."""
+    if cyc.ranks_nodes is None:
+        cyc.ranks_nodes = placement_scores.ranks_nodes(cache.placement_index(), cyc.pod, cyc.placement,
+                                                       cache.node_facts())
+    return cyc.ranks_nodes
+
+
+def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
+                scoring: str) -> None:
+    """Filter every node in order until upstream's number of feasible nodes is found,
+    then Score them; the highest weighted total wins, ties in node order."""
+    feasible: list[NodeResult] = []
+    limit = feasible_nodes_to_find(len(snap.nodes))
+    for node in snap.nodes:
+        res = filter_node(cache, cyc, node, snap, state, scoring)
+        if res.ok:
+            feasible.append(res)
+            if len(feasible) >= limit:
+                break
+            continue
+        cyc.node_reasons.extend(res.reasons)
+    if not feasible:
+        return
+    device = {r.node: affinity_score(r) for r in feasible} if scoring == AFFINITY else None
+    scores = placement_scores.score_nodes(
+        cache.placement_index(), cyc.pod, cyc.placement, cache.view.namespaces(), cache.node_facts(),
+        [r.node for r in feasible], device)
+    best, best_total = feasible[0], scores.total(feasible[0].node)
+    for res in feasible[1:]:
+        total = scores.total(res.node)
+        if total > best_total:
+            best, best_total = res, total
+    cyc.chosen = best
+    cyc.scores = scores
+    cyc.node_reasons = []
+
+
 def full_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
               scoring: str) -> None:
     """The reference Filter and Score over every node, in order."""
+    if node_scoring(cache, cyc):
+        scored_scan(cache, cyc, snap, state, scoring)
+        return
     best: NodeResult | None = None
     best_score = -1
     for node in snap.nodes:

@@ -318,7 +318,7 @@ def placement_of(pod: Pod) -> PodPlacement:
 # ------------------------------------------------------------------ the node's side
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
-    """What the node filters read of one Node object."""
+    """What the node filters and scores read of one Node object."""
 
     name: str
     unschedulable: bool = False
@@ -330,8 +330,9 @@ class NodeFacts:
 
     @property
     def trivial(self) -> bool:
-        """No node filter can reject any pod here."""
-        return not self.unschedulable and not self.taints and self.allocatable is None
+        """No node filter can reject any pod here, and no node score tells it apart."""
+        return (not self.unschedulable and not self.taints and self.allocatable is None
+                and not self.prefer_taints)
 
 
 def node_facts(node: Node) -> NodeFacts:

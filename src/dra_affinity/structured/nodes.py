@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from dra_affinity.api.meta import NodeSelector, NodeSelectorRequirement
+from dra_affinity.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 
 def _requirement_matches(req: NodeSelectorRequirement, values: Mapping[str, str]) -> bool:
@@ -33,15 +33,16 @@ def _requirement_matches(req: NodeSelectorRequirement, values: Mapping[str, str]
 
 def node_selector_matches(sel: NodeSelector, node_name: str, labels: Mapping[str, str]) -> bool:
     """Terms are ORed, requirements within a term ANDed; an empty term matches nothing."""
-    fields = {"metadata.name": node_name}
-    for term in sel.node_selector_terms:
-        if not term.match_expressions and not term.match_fields:
-            continue
-        if all(_requirement_matches(r, labels) for r in term.match_expressions) and all(
-            _requirement_matches(r, fields) for r in term.match_fields
-        ):
-            return True
-    return False
+    return any(node_selector_term_matches(term, node_name, labels) for term in sel.node_selector_terms)
+
+
+def node_selector_term_matches(term: NodeSelectorTerm, node_name: str, labels: Mapping[str, str]) -> bool:
+    """One term: its requirements ANDed; an empty term matches nothing."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    return all(_requirement_matches(r, labels) for r in term.match_expressions) and all(
+        _requirement_matches(r, {"metadata.name": node_name}) for r in term.match_fields
+    )
 
 
 @functools.lru_cache(maxsize=65536)

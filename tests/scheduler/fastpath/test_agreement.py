@@ -11,15 +11,25 @@ from functools import cache
 
 import pytest
 
+from dra_affinity.api.core import Pod
 from dra_affinity.features import Features
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.sim.cluster import Cluster
-from dra_affinity.sim.workload import WorkloadSpec, device_class, pod_objects, slices
+from dra_affinity.sim.workload import WorkloadSpec, device_class, node_name, pod_objects, slices
 from dra_affinity.structured.model import Result
 
 
-def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed: int) -> list[tuple[str, str | None, tuple[str, ...]]]:
+def prefer(pod: Pod, node: str, weight: int) -> Pod:
+    """The pod with a preferred node affinity term for ``node`` (node scores rank then)."""
+    term = {"weight": weight, "preference": {"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}}
+    return pod.model_copy(update={"spec": pod.spec.model_copy(update={
+        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}})})
+
+
+def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed: int,
+        preferring: float = 0.0) -> list[tuple[str, str | None, tuple[str, ...]]]:
     cluster = Cluster()
     cluster.apply(device_class())
     for i in range(spec.nodes):
@@ -38,6 +48,8 @@ def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed:
             continue
         name = f"p{n}"
         claim, pod = pod_objects(name, rng.randrange(spec.values))
+        if rng.random() < preferring:
+            pod = prefer(pod, node_name(rng.randrange(spec.nodes)), rng.randint(1, 100))
         cluster.apply(claim)
         cluster.apply(pod)
         a = sched.schedule(f"default/{name}")
@@ -66,3 +78,16 @@ def test_fast_paths_agree_with_full_scan(paths: FastPaths, scoring: str, seed: i
     fast = run(spec, paths=paths, scoring=scoring, steps=150, seed=seed)
     assert tuple(fast) == slow
     assert any(r[0] == "Unschedulable" for r in slow), "workload too easy to exercise failures"
+
+
+@pytest.mark.parametrize("scoring", ["firstfit", "affinity"])
+def test_fast_paths_agree_with_full_scan_when_node_scores_rank(scoring: str) -> None:
+    """A third of the pods prefer a node: node scores rank their feasible nodes (the
+    indexes stand aside for them), the others take the indexes' path; every switch
+    combination chooses what the reference chooses."""
+    spec = WorkloadSpec(nodes=6, devices_per_node=3, slots=3, values=5, seed=4)
+    slow = run(spec, paths=FastPaths.none(), scoring=scoring, steps=150, seed=4, preferring=0.35)
+    fast = run(spec, paths=FastPaths(True, True, True), scoring=scoring, steps=150, seed=4, preferring=0.35)
+    assert fast == slow
+    firstfit = run(spec, paths=FastPaths.none(), scoring=scoring, steps=150, seed=4)
+    assert slow != firstfit, "the preferences changed no choice: node scores not exercised"

@@ -22,7 +22,14 @@ from dra_affinity.structured.state import AllocatedState
 
 from ..cache import SchedulerCache
 from ..cycle import CycleState
-from ..filter import AFFINITY, filter_node, node_rejection, placement_state, rank_devices
+from ..filter import (
+    AFFINITY,
+    filter_node,
+    node_rejection,
+    node_scoring,
+    placement_state,
+    rank_devices,
+)
 from . import FastPaths
 from .freeindex import FreeIndex
 from .nodeindex import NodeIndex, Verdicts
@@ -76,8 +83,10 @@ class IndexedFilter:
             self.node_index()
 
     def applies(self, cyc: CycleState, state: AllocatedState) -> bool:
+        """Whether the indexes may look for the pod: they find the device score's choice,
+        so not when node scores rank the feasible nodes."""
         return (self.switches.indexed and state is self.cache.state and not cyc.allocated
-                and bool(cyc.to_allocate) and cyc.hooks is None)
+                and bool(cyc.to_allocate) and cyc.hooks is None and not node_scoring(self.cache, cyc))
 
     # ------------------------------------------------------------------ search
     def find(self, cyc: CycleState, snap: Snapshot, state: AllocatedState, scoring: str) -> bool:

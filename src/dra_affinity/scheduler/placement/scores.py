@@ -1,0 +1,322 @@
+"""PreScore, Score and NormalizeScore of kube-scheduler's default profile (1.37).
+
+The plugins, their weights and their normalization are upstream's:
+
+==================================  ======  ==============================================
+plugin                              weight  raw score, then normalization over the feasible
+                                            nodes
+==================================  ======  ==============================================
+TaintToleration                     3       PreferNoSchedule taints the pod does not
+                                            tolerate; reversed: the fewest get 100
+NodeAffinity                        2       the weights of the preferred terms the node
+                                            matches; the most get 100
+NodeResourcesFit (LeastAllocated)   1       per resource (cpu, memory, weight 1 each) the
+                                            free share after the pod, in the *non-zero*
+                                            requests (100m cpu, 200 MiB memory for a
+                                            container that does not say)
+PodTopologySpread (ScheduleAnyway)  2       per soft constraint the selected pods in the
+                                            node's domain times log(domains + 2) plus
+                                            maxSkew - 1; reversed min-max
+InterPodAffinity                    2       preferred (anti-)affinity weights, both ways,
+                                            and bound pods' required affinity (weight 1),
+                                            summed per topology domain; min-max
+NodeResourcesBalancedAllocation     1       how much the pod improves the balance of cpu
+                                            and memory fractions (actual requests)
+DynamicResources                    2       the device score of ``--scoring``; the most
+                                            get 100
+==================================  ======  ==============================================
+
+ImageLocality (weight 1 upstream) is not run: the scheduler reads no image lists of
+nodes, and a constant score would rank nothing (docs/decisions.md, "Scores").
+
+A plugin *skips* (upstream's PreScore ``Skip``) when it has nothing to say for the
+pod: NodeAffinity without preferred terms, PodTopologySpread without ScheduleAnyway
+constraints, BalancedAllocation for a pod requesting neither cpu nor memory,
+InterPodAffinity when no term matches any pod. A skipped plugin adds nothing.
+
+The counts come from :mod:`.index` (kept across cycles), so PreScore costs
+O(distinct terms and constraints) and Score a few reads per node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from dra_affinity.api.core import Pod
+from dra_affinity.structured.nodes import node_selector_term_matches
+
+from ..nodefit import (
+    NODE_AFFINITY,
+    NODE_RESOURCES_FIT,
+    TAINT_TOLERATION,
+    NodeFacts,
+    PodPlacement,
+    Toleration,
+    nonzero_requests,
+)
+from .filters import (
+    INTER_POD_AFFINITY,
+    POD_TOPOLOGY_SPREAD,
+    Namespaces,
+    eligible_nodes,
+    resolve,
+    selects,
+    spread_selects,
+)
+from .index import PREFERRED_AFFINITY, PREFERRED_ANTI, REQUIRED_AFFINITY, PlacementIndex, Tally
+from .terms import HOSTNAME, SpreadConstraint
+
+MAX_NODE_SCORE: Final = 100
+BALANCED_ALLOCATION: Final = "NodeResourcesBalancedAllocation"
+DYNAMIC_RESOURCES: Final = "DynamicResources"
+#: The default profile's score weights (kube-scheduler 1.37), in the profile's order;
+#: DynamicResources carries the device score of ``--scoring``.
+WEIGHTS: Final[Mapping[str, int]] = {
+    TAINT_TOLERATION: 3, NODE_AFFINITY: 2, NODE_RESOURCES_FIT: 1, POD_TOPOLOGY_SPREAD: 2,
+    INTER_POD_AFFINITY: 2, BALANCED_ALLOCATION: 1, DYNAMIC_RESOURCES: 2,
+}
+#: InterPodAffinityArgs.hardPodAffinityWeight's default: how much a bound pod's required
+#: affinity term that selects the incoming pod counts.
+HARD_POD_AFFINITY_WEIGHT: Final = 1
+#: The resources NodeResourcesFit and BalancedAllocation score (the default
+#: ``scoringStrategy.resources``: cpu and memory, weight 1 each).
+SCORED_RESOURCES: Final = ("cpu", "memory")
+
+Scores = dict[str, int]  # node -> score
+
+
+@dataclass(frozen=True)
+class NodeScores:
+    """Each feasible node's normalized score per plugin that did not skip, and the
+    weighted total the scheduler ranks by."""
+
+    plugins: tuple[str, ...]
+    per_node: Mapping[str, Mapping[str, int]]
+
+    def total(self, node: str) -> int:
+        return sum(WEIGHTS[p] * s for p, s in self.per_node[node].items())
+
+
+# ------------------------------------------------------------------ normalization
+def default_normalize(scores: Scores, *, reverse: bool) -> Scores:
+    """Upstream's DefaultNormalizeScore: scaled so the largest is 100 (reversed: 100
+    minus that); all zero stays zero (reversed: all 100)."""
+    top = max(scores.values(), default=0)
+    if top <= 0:
+        return dict.fromkeys(scores, MAX_NODE_SCORE) if reverse else dict(scores)
+    out = {}
+    for n, s in scores.items():
+        v = MAX_NODE_SCORE * s // top
+        out[n] = MAX_NODE_SCORE - v if reverse else v
+    return out
+
+
+def _go_round(x: float) -> int:
+    """Go's math.Round for a non-negative value: halves away from zero."""
+    whole = math.floor(x)
+    return int(whole) + (1 if x - whole >= 0.5 else 0)
+
+
+# ------------------------------------------------------------------ TaintToleration
+def _prefer_tolerations(tolerations: Iterable[Toleration]) -> tuple[Toleration, ...]:
+    return tuple(t for t in tolerations if t.effect in ("", "PreferNoSchedule"))
+
+
+def untolerated_preferences(facts: NodeFacts | None, tolerations: tuple[Toleration, ...]) -> int:
+    """PreferNoSchedule taints of the node that none of ``tolerations`` tolerates."""
+    if facts is None:
+        return 0
+    return sum(1 for t in facts.prefer_taints if not any(x.tolerates(t) for x in tolerations))
+
+
+# ------------------------------------------------------------------ NodeResources
+def _allocatable(facts: NodeFacts | None) -> tuple[int, int]:
+    """(milli-cpu, memory) allocatable; a Node that reports none has zero (upstream)."""
+    alloc = facts.allocatable if facts is not None else None
+    if not alloc:
+        return 0, 0
+    return alloc.get("cpu", 0), alloc.get("memory", 0)
+
+
+def least_allocated(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """NodeResourcesFit's LeastAllocated: the mean free share in percent after the pod,
+    over the resources the node reports (integer arithmetic, as upstream)."""
+    total = count = 0
+    for req, cap in zip(requested, allocatable, strict=True):
+        if cap == 0:
+            continue
+        total += 0 if req > cap else (cap - req) * MAX_NODE_SCORE // cap
+        count += 1
+    return total // count if count else 0
+
+
+def _balance(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    fractions = [min(req / cap, 1.0) for req, cap in zip(requested, allocatable, strict=True) if cap != 0]
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) * (f - mean) for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def balanced_allocation(before: Sequence[int], after: Sequence[int], allocatable: Sequence[int]) -> int:
+    """BalancedAllocation (1.37): 75 when the pod leaves the node's balance of cpu and
+    memory fractions as it was, towards 100 as it improves it, towards 50 as it worsens."""
+    half = MAX_NODE_SCORE // 2
+    return half + (half + _balance(after, allocatable) - _balance(before, allocatable)) // 2
+
+
+# ------------------------------------------------------------------ PodTopologySpread
+def _spread_scores(index: PlacementIndex, pod: Pod, placement: PodPlacement,
+                   soft: tuple[SpreadConstraint, ...], facts: Mapping[str, NodeFacts],
+                   feasible: Sequence[str]) -> Scores:
+    labels = index.labels
+    keys = tuple(c.topology_key for c in soft)
+    ignored = {n for n in feasible if any(k not in labels.get(n, {}) for k in keys)}
+    counted = [n for n in feasible if n not in ignored]
+    parts: list[tuple[SpreadConstraint, float, Tally]] = []
+    for c in soft:
+        tk = c.topology_key
+        set_key, nodes = eligible_nodes(index, placement, c, keys, facts)
+        tally = index.tally(("spread", pod.namespace, c.selector, tk, set_key), (tk,),
+                            spread_selects(pod.namespace, c.selector), nodes)
+        # Hostname: every counted node is its own domain, and its own pods count.
+        size = len(counted) if tk == HOSTNAME else len({labels[n][tk] for n in counted})
+        parts.append((c, math.log(size + 2), tally))
+
+    def count(n: str, c: SpreadConstraint, tally: Tally) -> int:
+        tk = c.topology_key
+        return tally.per_node.get(n, 0) if tk == HOSTNAME else tally.at(tk, labels[n][tk])
+
+    raw: Scores = {}
+    for n in counted:
+        raw[n] = _go_round(sum(count(n, c, tally) * weight + (c.max_skew - 1) for c, weight, tally in parts))
+    top = max(raw.values(), default=0)
+    least = min(raw.values(), default=0)
+    out: Scores = {}
+    for n in feasible:
+        if n in ignored:
+            out[n] = 0
+        elif top == 0:
+            out[n] = MAX_NODE_SCORE
+        else:
+            out[n] = MAX_NODE_SCORE * (top + least - raw[n]) // top
+    return out
+
+
+# ------------------------------------------------------------------ InterPodAffinity
+def _affinity_domains(index: PlacementIndex, pod: Pod, placement: PodPlacement,
+                      namespaces: Namespaces) -> dict[str, dict[str, int]] | None:
+    """Topology key -> value -> summed weight; None when no term matched any pod (skip)."""
+    out: dict[str, dict[str, int]] = {}
+    matched = False
+
+    def add(key: str, value: str, amount: int) -> None:
+        per = out.setdefault(key, {})
+        per[value] = per.get(value, 0) + amount
+
+    terms = placement.terms
+    for sign, weighted in ((1, terms.preferred_affinity), (-1, terms.preferred_anti_affinity)):
+        resolved = resolve((w.term for w in weighted), namespaces)
+        for w, t in zip(weighted, resolved, strict=True):
+            tally = index.tally(("term", t), (t.topology_key,), selects(t))
+            for (key, value), n in tally.pairs.items():
+                add(key, value, sign * w.weight * n)
+                matched = True
+    ns_labels = namespaces.get(pod.namespace, {})
+    labels = pod.metadata.labels
+    for kind, sign in ((REQUIRED_AFFINITY, 1), (PREFERRED_AFFINITY, 1), (PREFERRED_ANTI, -1)):
+        for g in index.groups[kind].values():
+            if not g.term.matches(pod.namespace, labels, ns_labels):
+                continue
+            weight = HARD_POD_AFFINITY_WEIGHT if kind == REQUIRED_AFFINITY else g.weight
+            for value, n in g.per_value.items():
+                add(g.term.topology_key, value, sign * weight * n)
+                matched = True
+    return out if matched else None
+
+
+def _affinity_scores(domains: Mapping[str, Mapping[str, int]], labels: Mapping[str, Mapping[str, str]],
+                     feasible: Sequence[str]) -> Scores:
+    raw = {}
+    for n in feasible:
+        node_labels = labels.get(n, {})
+        raw[n] = sum(per.get(node_labels[k], 0) for k, per in domains.items() if k in node_labels)
+    if not domains:
+        return raw
+    least, top = min(raw.values(), default=0), max(raw.values(), default=0)
+    spread = top - least
+    return {n: int(MAX_NODE_SCORE * ((s - least) / spread)) if spread > 0 else 0 for n, s in raw.items()}
+
+
+# ------------------------------------------------------------------ the profile
+def ranks_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement,
+                facts: Mapping[str, NodeFacts]) -> bool:
+    """Whether any score plugin but DynamicResources can give two nodes different
+    scores for this pod (False: every node gets the same node score, so the device
+    score alone decides and the fast paths' choice stands)."""
+    terms = placement.terms
+    if terms.soft_spread or terms.preferred_nodes or terms.preferred_affinity or terms.preferred_anti_affinity:
+        return True
+    groups = index.groups
+    if groups[REQUIRED_AFFINITY] or groups[PREFERRED_AFFINITY] or groups[PREFERRED_ANTI]:
+        return True
+    if any(_allocatable(f) != (0, 0) for f in facts.values()):
+        return True  # the resource scores differ with what each node holds
+    prefer = _prefer_tolerations(placement.tolerations)
+    return any(untolerated_preferences(f, prefer) for f in facts.values() if f.prefer_taints)
+
+
+def score_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement, namespaces: Namespaces,
+                facts: Mapping[str, NodeFacts], feasible: Sequence[str],
+                device: Mapping[str, int] | None = None) -> NodeScores:
+    """PreScore, Score and NormalizeScore of every plugin over the ``feasible`` nodes
+    (``device``: each node's raw device score; None: DynamicResources scores 0)."""
+    usage = index.usage
+    terms = placement.terms
+    per_plugin: dict[str, Scores] = {}
+
+    prefer = _prefer_tolerations(placement.tolerations)
+    per_plugin[TAINT_TOLERATION] = default_normalize(
+        {n: untolerated_preferences(facts.get(n), prefer) for n in feasible}, reverse=True)
+
+    if terms.preferred_nodes:
+        labels = index.labels
+        per_plugin[NODE_AFFINITY] = default_normalize({n: sum(
+            w.weight for w in terms.preferred_nodes
+            if node_selector_term_matches(w.term, n, labels.get(n, {}))) for n in feasible}, reverse=False)
+
+    pod_nonzero = nonzero_requests(pod)
+    fit: Scores = {}
+    for n in feasible:
+        used = usage.nonzero.get(n, (0, 0))
+        fit[n] = least_allocated((used[0] + pod_nonzero[0], used[1] + pod_nonzero[1]), _allocatable(facts.get(n)))
+    per_plugin[NODE_RESOURCES_FIT] = fit
+
+    if terms.soft_spread:
+        per_plugin[POD_TOPOLOGY_SPREAD] = _spread_scores(index, pod, placement, terms.soft_spread, facts, feasible)
+
+    domains = _affinity_domains(index, pod, placement, namespaces)
+    if domains is not None:
+        per_plugin[INTER_POD_AFFINITY] = _affinity_scores(domains, index.labels, feasible)
+
+    asked = tuple(placement.requests.get(r, 0) for r in SCORED_RESOURCES)
+    if any(asked):
+        balanced: Scores = {}
+        for n in feasible:
+            held = usage.on(n)
+            before = tuple(held.get(r, 0) for r in SCORED_RESOURCES)
+            after = tuple(b + a for b, a in zip(before, asked, strict=True))
+            balanced[n] = balanced_allocation(before, after, _allocatable(facts.get(n)))
+        per_plugin[BALANCED_ALLOCATION] = balanced
+
+    per_plugin[DYNAMIC_RESOURCES] = default_normalize(
+        {n: (device or {}).get(n, 0) for n in feasible}, reverse=False)
+
+    plugins = tuple(p for p in WEIGHTS if p in per_plugin)
+    return NodeScores(plugins, {n: {p: per_plugin[p][n] for p in plugins} for n in feasible})
