@@ -216,7 +216,7 @@ def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: A
             if len(feasible) >= limit:
                 break
             continue
-        cyc.node_reasons.extend(res.reasons)
+        cyc.rejected.append(res)  # rendered only if the pod fails (CycleState.reasons)
     if not feasible:
         return
     device = {r.node: affinity_score(r) for r in feasible} if scoring == AFFINITY else None
@@ -231,6 +231,7 @@ def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: A
     cyc.chosen = best
     cyc.scores = scores
     cyc.node_reasons = []
+    cyc.rejected = []
 
 
 def full_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
