@@ -113,8 +113,11 @@ def test_chaos_kills_freezes_and_write_faults_leave_no_violation(
     through_proxy = proxy.kubeconfig(tmp_path / "proxy.kubeconfig")
 
     def replica(identity: str) -> SchedulerProc:
+        # 6 subnets fit 20 NICs only when each subnet's pods consolidate onto its locked
+        # NICs: affinity scoring. (With first-fit devices, LeastAllocated spreads each
+        # subnet over every node and locks up to 30 NICs: docs/limitations.md.)
         proc: SchedulerProc = schedulers(identity=identity, kubeconfig=through_proxy,
-                                         extra=["--log-level", "debug"])
+                                         extra=["--log-level", "debug", "--scoring", "affinity"])
         return proc
 
     procs = [replica("r1"), replica("r2")]

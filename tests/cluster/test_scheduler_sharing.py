@@ -43,7 +43,8 @@ def test_matching_keys_share_and_conflicting_keys_do_not(control_plane: Any, liv
         live.apply(doc)
     kubeconfig = sa_kubeconfig(live, control_plane.kubeconfig, tmp_path / "sa.kubeconfig", ns,
                                f"dra-affinity-{ns}")
-    w = World(live, ns)
+    # One node: with two, LeastAllocated would spread a and b over both nodes.
+    w = World(live, ns, nodes=1)
     name = f"dra-affinity-{ns}"
     for pod, subnet in [("a", "x"), ("b", "x"), ("c", "y")]:
         w.claim(f"{pod}-nic", subnet)

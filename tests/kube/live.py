@@ -230,9 +230,10 @@ class World:
 
     def pod(self, name: str, *, claim: str | None = None, template: str | None = None,
             scheduler: str = "dra-affinity", requests: Mapping[str, str] | None = None,
-            **spec: Any) -> dict[str, Any]:
+            labels: Mapping[str, str] | None = None, **spec: Any) -> dict[str, Any]:
         """A pod using one NIC claim; ``requests`` are its container's resource requests,
-        other keyword arguments more PodSpec fields (``tolerations``, ``affinity``, ...)."""
+        ``labels`` its labels, other keyword arguments more PodSpec fields
+        (``tolerations``, ``affinity``, ...)."""
         rc: dict[str, Any] = {"name": "nic"}
         if claim:
             rc["resourceClaimName"] = claim
@@ -242,7 +243,7 @@ class World:
         if requests:
             resources["requests"] = dict(requests)
         return self.live.create({"apiVersion": "v1", "kind": "Pod",
-                                 "metadata": {"name": name, "namespace": self.ns},
+                                 "metadata": {"name": name, "namespace": self.ns, "labels": dict(labels or {})},
                                  "spec": {"schedulerName": scheduler, "resourceClaims": [rc],
                                           "containers": [{"name": "c",
                                                           "image": "registry.k8s.io/pause:3.10",

@@ -183,9 +183,13 @@ def explain(file: str | None, pod: str, at_step: int | None, output: str, kubeco
     if "reason" in out:
         con.print(f"pod {out['pod']}: {out['result']}: {out['reason']['code']}: {out['reason']['message']}")
         return
+    if out.get("summary"):
+        con.print(out["summary"])
     for n in out["nodes"]:
-        t = Table(title=f"node {n['node']}: {'fits' if n['fits'] else 'does not fit'}",
-                  title_justify="left")
+        verdict = "fits" if n["fits"] else "does not fit"
+        if n.get("plugin"):
+            verdict += f" ({n['plugin']}: {', '.join(n.get('fitReasons', []))})"
+        t = Table(title=f"node {n['node']}: {verdict}", title_justify="left")
         for col in ("claim", "request", "device", "verdict", "detail"):
             t.add_column(col, overflow="fold")
         for r in n["devices"]:

@@ -1,7 +1,9 @@
 """Why a pod does or does not fit each device on each node, now.
 
 Diagnostics over the scheduler's live cache, without changing it (no locks,
-no metrics): PreFilter, then every node's whole verdict, then every device
+no metrics): PreFilter, then every node's whole verdict (the filter plugin that
+rejects it and its FitError reasons; when no node fits, the FitError message the
+pod's FailedScheduling event carries), then every device
 against every (sub)request on its own with
 :meth:`~dra_affinity.structured.allocator.NodeAllocator.check_device`.
 """
@@ -11,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from dra_affinity.structured.allocator import Counters, NodeAllocator
-from dra_affinity.structured.model import Abort
+from dra_affinity.structured.model import Abort, Reason
 
-from .filter import explain_node
+from .filter import explain_node, fit_error_message
 from .scheduler import Scheduler
 
 
@@ -34,12 +36,15 @@ def explain_pod(sched: Scheduler, pod_key: str) -> dict[str, Any]:
         return out
     cache = sched.cache
     snap = cache.snapshot()
+    why: list[Reason] = []
     for node in snap.nodes:
         node_out: dict[str, Any] = {"node": node, "devices": []}
-        whole = explain_node(cache, cyc, node, snap, sched.scoring)
+        whole, node_reasons = explain_node(cache, cyc, node, snap, sched.scoring)
+        why += node_reasons
         node_out["fits"] = whole["fits"]
-        if whole.get("reasons"):
-            node_out["reasons"] = whole["reasons"]
+        for k in ("plugin", "fitReasons", "reasons"):
+            if whole.get(k):
+                node_out[k] = whole[k]
         for claim in cyc.to_allocate:
             for req in claim.requests:
                 for alt in req.alternatives:
@@ -63,4 +68,6 @@ def explain_pod(sched: Scheduler, pod_key: str) -> dict[str, Any]:
                                        result=a.result.value)
                         node_out["devices"].append(row)
         out["nodes"].append(node_out)
+    if not any(n["fits"] for n in out["nodes"]):
+        out["summary"] = fit_error_message(len(snap.nodes), why)
     return out

@@ -98,7 +98,8 @@ def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapsho
     labels = snap.labels.get(node, {})
     bad = node_rejection(cache, cyc, node, labels)
     if bad is not None:
-        return NodeResult(node, False, [], [Reason(bad.code, bad.message, node)])
+        return NodeResult(node, False, [], [Reason(bad.code, bad.message, node, plugin=bad.plugin,
+                                                   fit=bad.reasons)])
     for c in cyc.allocated:
         sel = c.status.allocation.node_selector if c.status.allocation else None
         if sel is not None and not node_selector_matches(sel, node, labels):
@@ -117,14 +118,55 @@ def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapsho
     return alloc.allocate(cyc.to_allocate)
 
 
+#: The plugin a node's DRA reasons (the allocator's, claims allocated elsewhere) come from.
+DYNAMIC_RESOURCES_PLUGIN = "DynamicResources"
+
+
+def node_fit_reasons(node_reasons: Sequence[Reason]) -> list[str]:
+    """What one node counts for in kube-scheduler's FitError message: a node filter's
+    short texts ("node(s) didn't match pod anti-affinity rules", "Insufficient cpu"),
+    or a DRA reason's code (the KEP's diagnostics: "AffinityLockMismatch"), each once."""
+    texts: dict[str, None] = {}
+    for r in node_reasons:
+        for text in r.fit or (r.code,):
+            texts[text] = None
+    return list(texts)
+
+
+def fit_error_message(total: int, node_reasons: Sequence[Reason]) -> str:
+    """kube-scheduler's FitError message: ``0/N nodes are available:``, then each of
+    :func:`node_fit_reasons` with the number of nodes it rejected, sorted as strings (as
+    upstream sorts them); the sharing affinity messages follow (the KEP asks for them
+    on the pod)."""
+    by_node: dict[str, list[Reason]] = {}
+    for r in node_reasons:
+        by_node.setdefault(r.node or "", []).append(r)
+    counts: dict[str, int] = {}
+    for rs in by_node.values():
+        for text in node_fit_reasons(rs):
+            counts[text] = counts.get(text, 0) + 1
+    parts = ", ".join(sorted(f"{n} {text}" for text, n in counts.items()))
+    head = f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
+    affinity = [r.message for r in node_reasons if r.code in reasons.AFFINITY_CODES]
+    if affinity:
+        head += " " + "; ".join(dict.fromkeys(affinity[:4]))
+    return head
+
+
 def explain_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapshot,
-                 scoring: str) -> dict[str, Any]:
-    """Whole-node verdict for diagnostics: never raises, never changes state or metrics."""
+                 scoring: str) -> tuple[dict[str, Any], list[Reason]]:
+    """Whole-node verdict for diagnostics, and its reasons: never raises, never changes
+    state or metrics. A rejected node names the filter plugin that rejected it and what
+    it counts for in the FitError message (:func:`node_fit_reasons`)."""
     try:
         res = filter_node(cache, cyc, node, snap, cache.state, scoring)
     except Abort as a:
-        return {"fits": False, "result": a.result.value, "reasons": [a.reason.as_dict()]}
-    return {"fits": res.ok, "reasons": [r.as_dict() for r in res.reasons]}
+        return {"fits": False, "result": a.result.value, "reasons": [a.reason.as_dict()]}, [a.reason]
+    out: dict[str, Any] = {"fits": res.ok, "reasons": [r.as_dict() for r in res.reasons]}
+    if not res.ok and res.reasons:
+        out["plugin"] = res.reasons[0].plugin or DYNAMIC_RESOURCES_PLUGIN
+        out["fitReasons"] = node_fit_reasons(res.reasons)
+    return out, list(res.reasons)
 
 
 def order_fn(cache: SchedulerCache, cyc: CycleState, scoring: str,

@@ -66,7 +66,7 @@ from .cycle import Attempt, CycleState, prefilter
 from .fastpath import FastPaths
 from .fastpath.contentkey import ContentCache
 from .fastpath.filter import IndexedFilter
-from .filter import FIRSTFIT, SCORING, filter_node, full_scan, placement_conflict
+from .filter import FIRSTFIT, SCORING, filter_node, fit_error_message, full_scan, placement_conflict
 from .nodefit import NodeUsage
 from .reconstruct import Reconstructor
 from .reserve import allocation_rows, claim_statuses, refresh_claims, reserve
@@ -295,7 +295,7 @@ class Scheduler:
         assumed on its node; the binding cycle to run."""
         if cyc.chosen is None:
             why = cyc.reasons()
-            return self._failed(cyc.key, why, _summary(len(self.snapshot().nodes), why))
+            return self._failed(cyc.key, why, fit_error_message(len(self.snapshot().nodes), why))
         node = cyc.chosen.node
         conflict = (refresh_claims(self.view, cyc) or placement_conflict(self.cache, cyc)
                     or reserve(self.state, self.snapshot(), cyc))
@@ -428,20 +428,3 @@ class Scheduler:
                 ur += 1
             per_pool[(driver, pool)] = (lk, ur)
         return locked, unrec, per_pool
-
-
-def _summary(total: int, node_reasons: Sequence[Reason]) -> str:
-    """kube-scheduler style: '0/2 nodes are available: 2 AffinityLockMismatch.' plus details."""
-    by_node: dict[str, list[str]] = {}
-    for r in node_reasons:
-        by_node.setdefault(r.node or "", []).append(r.code)
-    counts: dict[str, int] = {}
-    for codes in by_node.values():
-        for code in dict.fromkeys(codes):
-            counts[code] = counts.get(code, 0) + 1
-    parts = ", ".join(f"{n} {code}" for code, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
-    head = f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
-    affinity = [r.message for r in node_reasons if r.code in reasons.AFFINITY_CODES]
-    if affinity:
-        head += " " + "; ".join(dict.fromkeys(affinity[:4]))
-    return head

@@ -134,6 +134,11 @@ class Reason:
     message: str
     node: str | None = None
     device: str | None = None
+    # The kube-scheduler filter plugin that rejected the node, and the short texts its
+    # FitError counts ("0/6 nodes are available: 3 node(s) didn't match ..."); empty
+    # for DRA's reasons, which count under their code.
+    plugin: str = ""
+    fit: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"code": self.code, "node": self.node, "device": self.device, "message": self.message}
