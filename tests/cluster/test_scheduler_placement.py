@@ -11,6 +11,7 @@ zone as the spread allows, exactly as both the placement rules and the locks dem
 from __future__ import annotations
 
 import collections
+import random
 from typing import Any
 
 import pytest
@@ -110,3 +111,45 @@ def test_replicas_spread_by_host_and_zone_and_share_nics_by_subnet(
     per_zone = collections.Counter(zones[n] for n in trainers)
     assert max(per_zone.values()) - min(per_zone.get(z, 0) for z in "ab") <= 1, per_zone
     assert_no_incompatible_colocation(live, ns)
+
+
+def test_label_keys_merge_as_the_api_server_merges_them(control_plane: Any, live: Live, ns: str) -> None:
+    """``matchLabelKeys``/``mismatchLabelKeys`` of pod (anti-)affinity and spread: the
+    embedded cluster's merge (scheduler/placement/admission.py) writes what a 1.37 API
+    server stores, on seeded pods (keys the pod has and lacks, terms of every kind)."""
+    from dra_affinity.api.core import Pod
+    from dra_affinity.scheduler.placement.admission import merge_label_keys
+
+    rng = random.Random(5981)
+    keys = ("app", "tier", "version")
+    for i in range(30):
+        labels = {k: rng.choice(["a", "b"]) for k in keys if rng.random() < 0.6}
+
+        def term(rng: random.Random = rng) -> dict[str, Any]:
+            own = rng.sample(keys, rng.randint(0, 2))
+            t: dict[str, Any] = {"topologyKey": rng.choice([HOST, ZONE]),
+                                 "labelSelector": {"matchLabels": {"role": rng.choice(["x", "y"])}}}
+            if own:
+                t["matchLabelKeys"] = own[:1]
+                if len(own) > 1:
+                    t["mismatchLabelKeys"] = own[1:]
+            return t
+
+        affinity: dict[str, Any] = {}
+        for kind in ("podAffinity", "podAntiAffinity"):
+            part: dict[str, Any] = {"requiredDuringSchedulingIgnoredDuringExecution": [term()]}
+            if rng.random() < 0.5:
+                part["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                    {"weight": rng.randint(1, 100), "podAffinityTerm": term()}]
+            affinity[kind] = part
+        spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+                   "labelSelector": {"matchLabels": {"role": "x"}},
+                   "matchLabelKeys": rng.sample(keys, rng.randint(1, 2))}]
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"merge-{i}", "namespace": ns, "labels": labels},
+                "spec": {"schedulerName": "nobody", "affinity": affinity, "topologySpreadConstraints": spread,
+                         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+        stored = live.create(body, ns)
+        ours = merge_label_keys(Pod.model_validate(body)).model_dump(by_alias=True, exclude_none=True, mode="json")
+        assert stored["spec"]["affinity"] == ours["spec"]["affinity"], (i, body)
+        assert stored["spec"]["topologySpreadConstraints"] == ours["spec"]["topologySpreadConstraints"], (i, body)

@@ -350,7 +350,8 @@ def test_taints_and_cordons_filter_with_reasons(api: FakeApi) -> None:
     stored = api.get("Pod", "default/b")
     assert stored is not None
     (cond,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert "TaintNotTolerated" in cond["message"] and "NodeUnschedulable" in cond["message"]
+    assert cond["message"] == (
+        "0/2 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable.")
     # A toleration of its own lets a pod onto the not-ready node.
     p = pod("c", "c-nic")
     p["spec"]["tolerations"] = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]
