@@ -310,11 +310,8 @@ class Compiler:
 
         def select(env: Env, m: Meter) -> object:
             v = operand(env, m)
-            if type(v) is CelOptional:  # charged only when it yields a value (cel-go)
-                r = select_field(v, field)
-                if type(r) is CelOptional and r.present:
-                    charge(m, 1)
-                return r
+            if type(v) is CelOptional:
+                return _through_optional(select_field(v, field), m)
             charge(m, 1)
             return select_field(v, field)
 
@@ -352,11 +349,8 @@ class Compiler:
         def index(env: Env, m: Meter) -> object:
             v = operand(env, m)
             k = idx(env, m)
-            if type(v) is CelOptional:  # charged only when it yields a value (cel-go)
-                r = index_value(v, k)
-                if type(r) is CelOptional and r.present:
-                    charge(m, 1)
-                return r
+            if type(v) is CelOptional:
+                return _through_optional(index_value(v, k), m)
             charge(m, 1)
             if type(v) is dict and type(k) is str:
                 try:
@@ -734,3 +728,11 @@ FOLDED_CONVERSIONS: Final = frozenset(
     {"int", "uint", "double", "string", "bytes", "bool", "dyn", "type",
      "timestamp", "duration"}
 )
+
+
+def _through_optional(result: object, m: Meter) -> object:
+    """A selection or index through an optional is charged only when it yields a value
+    (cel-go)."""
+    if type(result) is CelOptional and result.present:
+        charge(m, 1)
+    return result
