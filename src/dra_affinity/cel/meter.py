@@ -45,6 +45,11 @@ def charge(m: Meter, n: int) -> None:
 
     Charges for building a value are made with this *before* the value is
     built, so a value the remaining budget cannot pay for is never built.
+
+    Seven closures on the evaluator's innermost paths (a call's argument cost, a
+    variable path, number comparisons and arithmetic, a comprehension's step) write
+    these three lines in place (``grep -n "m.cost = c"``): calling this function
+    there made comprehension-heavy expressions 15-20 % slower (measured).
     """
     c = m.cost + n
     m.cost = c
