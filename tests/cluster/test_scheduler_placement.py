@@ -115,10 +115,10 @@ def test_replicas_spread_by_host_and_zone_and_share_nics_by_subnet(
 
 def test_label_keys_merge_as_the_api_server_merges_them(control_plane: Any, live: Live, ns: str) -> None:
     """``matchLabelKeys``/``mismatchLabelKeys`` of pod (anti-)affinity and spread: the
-    embedded cluster's merge (scheduler/placement/admission.py) writes what a 1.37 API
+    embedded cluster's merge (validation/pod_strategy.py) writes what a 1.37 API
     server stores, on seeded pods (keys the pod has and lacks, terms of every kind)."""
     from dra_affinity.api.core import Pod
-    from dra_affinity.scheduler.placement.admission import merge_label_keys
+    from dra_affinity.validation.pod_strategy import merge_label_keys
 
     rng = random.Random(5981)
     keys = ("app", "tier", "version")

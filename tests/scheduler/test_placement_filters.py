@@ -15,7 +15,6 @@ import pytest
 
 from dra_affinity.api.core import Namespace, Node, Pod
 from dra_affinity.scheduler.nodefit import PlacementError, placement_of
-from dra_affinity.scheduler.placement.admission import merge_label_keys
 from dra_affinity.scheduler.placement.selectors import EVERYTHING, NOTHING, parse_label_selector
 from dra_affinity.scheduler.placement.terms import HostPort, terms_of
 from dra_affinity.scheduler.scheduler import Scheduler
@@ -149,20 +148,6 @@ def test_spread_match_label_keys_narrow_the_selector_to_the_pods_own_values() ->
     (sc,) = terms_of(pod("p", {"app": "web", "pod-template-hash": "abc"}, topologySpreadConstraints=[c])).spread
     assert sc.selector.matches({"app": "web", "pod-template-hash": "abc"})
     assert not sc.selector.matches({"app": "web", "pod-template-hash": "old"})
-
-
-def test_affinity_match_label_keys_are_merged_when_the_pod_is_created() -> None:
-    t = {**term(HOST, app="web"), "matchLabelKeys": ["rev"], "mismatchLabelKeys": ["team"]}
-    p = pod("p", {"app": "web", "rev": "2", "team": "a"}, affinity=anti(t))
-    stored = merge_label_keys(p)
-    assert p.spec.affinity == anti(t)  # the caller's object is not changed
-    exprs = stored.spec.affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
-        "labelSelector"]["matchExpressions"]
-    assert exprs == [{"key": "rev", "operator": "In", "values": ["2"]},
-                     {"key": "team", "operator": "NotIn", "values": ["a"]}]
-    (only,) = terms_of(stored).anti_affinity
-    assert only.selector.matches({"app": "web", "rev": "2", "team": "b"})
-    assert not only.selector.matches({"app": "web", "rev": "1", "team": "b"})
 
 
 # ------------------------------------------------------------------ NodePorts

@@ -34,7 +34,6 @@ from dra_affinity.api.resource import (
     ResourceSlice,
 )
 from dra_affinity.features import Features
-from dra_affinity.scheduler.placement.admission import merge_label_keys
 from dra_affinity.scheduler.view import Listener, WriteConflict
 from dra_affinity.sim.store import DEFAULT_HOT, ObjectStore
 from dra_affinity.validation.apiserver import admit
@@ -219,8 +218,6 @@ class Cluster:
             return WriteResult(False, None, [FieldError("kind", f"unsupported kind {obj.kind!r}")])
         key = key_of(obj)
         old = self._objects[obj.kind].get(key)
-        if old is None and isinstance(obj, Pod):
-            obj = merge_label_keys(obj)  # the pod strategy's PrepareForCreate (never mutates obj)
         res = admit(obj, old, features=self.features, copy=not owned)
         if res.errors or res.object is None:
             return WriteResult(False, None, list(res.errors), list(res.warnings))

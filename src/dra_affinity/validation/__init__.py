@@ -4,8 +4,9 @@ Cross-slice pool rules live beside the allocator that uses them, in
 :mod:`dra_affinity.structured.pools`.
 
 * :mod:`.admission` — ``validate_object(obj, old=None)`` and one function per kind.
-* :mod:`.apiserver` — ``admit(obj, old=None, *, features=...)``: gate field dropping,
-  then validation; returns the object as stored, errors and warnings.
+* :mod:`.apiserver` — ``admit(obj, old=None, *, features=...)``: a pod's label keys
+  merged on create (:mod:`.pod_strategy`), gate field dropping, then validation;
+  returns the object as stored, errors and warnings.
 """
 
 from dra_affinity.validation.admission import (

@@ -1,11 +1,13 @@
-"""The API server's write path: feature-gate field dropping, then validation.
+"""The API server's write path: what it writes into an object, then validation.
 
 ``admit`` is what a create or update goes through before it is stored:
 
-1. ``PrepareForCreate`` / ``PrepareForUpdate``: with the ``DRASharingAffinity``
-   gate off, ``spec.sharingAffinity`` is dropped from slices, except on an
-   update of a slice that already had it (ratcheting drop-on-disable, KEP-5981
-   "Downgrade"). Kubernetes drops silently and the ResourceSlice controller
+1. ``PrepareForCreate`` / ``PrepareForUpdate``: on a pod's create, its
+   ``matchLabelKeys`` and ``mismatchLabelKeys`` are merged into its term selectors
+   (:func:`~dra_affinity.validation.pod_strategy.merge_label_keys`). With the
+   ``DRASharingAffinity`` gate off, ``spec.sharingAffinity`` is dropped from
+   slices, except on an update of a slice that already had it (ratcheting
+   drop-on-disable, KEP-5981 "Downgrade"). Kubernetes drops silently and the ResourceSlice controller
    helper reports a ``DroppedFieldsError``; here the drop is returned as a
    warning naming the field and the gate, so callers need not diff.
 2. Validation (:func:`dra_affinity.validation.admission.validate_object`) of the
@@ -23,10 +25,12 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from dra_affinity.api.core import Pod
 from dra_affinity.api.io import FieldError
 from dra_affinity.api.resource import ResourceSlice
 from dra_affinity.features import Features, name_of
 from dra_affinity.validation.admission import validate_object
+from dra_affinity.validation.pod_strategy import merge_label_keys
 
 __all__ = ["AdmissionResult", "admit"]
 
@@ -71,6 +75,8 @@ def admit(
     deep copy, which is most of the cost of admitting a small object."""
     stored = obj.model_copy(deep=True) if copy else obj
     warnings: list[str] = []
+    if old is None and isinstance(stored, Pod):
+        stored = merge_label_keys(stored)  # a new object when it changes: obj is never mutated
     if isinstance(stored, ResourceSlice) and not features.apiserver_sharing_affinity:
         old_slice = old if isinstance(old, ResourceSlice) else None
         # Ratcheting drop-on-disable: an update of a slice that already declares

@@ -1,4 +1,5 @@
-"""What the API server writes into a pod's placement fields when it is created.
+"""What the API server writes into a pod's placement fields when it is created (the pod
+strategy's ``PrepareForCreate``, applied by :func:`dra_affinity.validation.apiserver.admit`).
 
 Since 1.33 (MatchLabelKeysInPodAffinity, GA) and 1.34
 (MatchLabelKeysInPodTopologySpreadSelectorMerge, on by default) the API server
@@ -7,7 +8,7 @@ turns ``matchLabelKeys`` into ``key In (value)`` and ``mismatchLabelKeys`` into
 values of the pod's own labels at creation (keys the pod does not carry are
 skipped; a term without ``labelSelector`` is left alone). The scheduler reads
 the merged selector only. A real cluster's pods arrive merged; the embedded
-cluster calls :func:`merge_label_keys` on every pod it creates.
+cluster's pods are merged by ``admit`` on create.
 """
 
 from __future__ import annotations
