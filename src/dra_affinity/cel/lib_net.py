@@ -22,8 +22,8 @@ import re
 from typing import Any, Final
 
 from . import types
-from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
-from .values import type_name
+from .errors import INVALID_ARGUMENT, CELEvalError
+from .values import no_such_overload
 
 IP_TYPE: Final = types.Ty("net.IP")
 CIDR_TYPE: Final = types.Ty("net.CIDR")
@@ -100,12 +100,6 @@ class CIDR:
         return int(a) >> shift == int(self.addr) >> shift
 
 
-def _nso(name: str, *args: Any) -> CELEvalError:
-    return CELEvalError(
-        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
-    )
-
-
 _IPV4: Final = re.compile(r"(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\Z")
 
 
@@ -173,12 +167,12 @@ def ip(x: Any) -> IP:
             raise CELEvalError(str(e), INVALID_ARGUMENT) from None
     if type(x) is CIDR:
         return IP(x.addr)
-    raise _nso("ip", x)
+    raise no_such_overload("ip", x)
 
 
 def is_ip(s: Any) -> bool:
     if type(s) is not str:
-        raise _nso("isIP", s)
+        raise no_such_overload("isIP", s)
     try:
         _parse_addr(s)
     except ValueError:
@@ -188,7 +182,7 @@ def is_ip(s: Any) -> bool:
 
 def ip_is_canonical(s: Any) -> bool:
     if type(s) is not str:
-        raise _nso("ip.isCanonical", s)
+        raise no_such_overload("ip.isCanonical", s)
     try:
         return str(_parse_addr(s)) == s
     except ValueError as e:
@@ -197,7 +191,7 @@ def ip_is_canonical(s: Any) -> bool:
 
 def cidr(s: Any) -> CIDR:
     if type(s) is not str:
-        raise _nso("cidr", s)
+        raise no_such_overload("cidr", s)
     try:
         return _parse_cidr(s)
     except ValueError as e:
@@ -206,7 +200,7 @@ def cidr(s: Any) -> CIDR:
 
 def is_cidr(s: Any) -> bool:
     if type(s) is not str:
-        raise _nso("isCIDR", s)
+        raise no_such_overload("isCIDR", s)
     try:
         _parse_cidr(s)
     except ValueError:
@@ -216,7 +210,7 @@ def is_cidr(s: Any) -> bool:
 
 def _ip_of(name: str, x: Any) -> _Addr:
     if type(x) is not IP:
-        raise _nso(name, x)
+        raise no_such_overload(name, x)
     a: _Addr = x.addr
     return a
 
@@ -259,7 +253,7 @@ def is_global_unicast(x: Any) -> bool:
 
 def _cidr_of(name: str, x: Any) -> CIDR:
     if type(x) is not CIDR:
-        raise _nso(name, x)
+        raise no_such_overload(name, x)
     return x
 
 

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from . import types
-from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
-from .values import CelType, UInt, format_double, is_list, is_map, type_name
+from .errors import INVALID_ARGUMENT, CELEvalError
+from .values import CelType, UInt, format_double, is_list, is_map, no_such_overload, type_name
 
 MAX_PRECISION: Final = 100
 MAX_RESULT_CHARS: Final = 10_000_000  # 0.1 per character: ten times any budget of 1e6
@@ -37,12 +37,6 @@ _SUPERSCRIPT: Final = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 class FormatError(ValueError):
     pass
-
-
-def _nso(name: str, *args: Any) -> CELEvalError:
-    return CELEvalError(
-        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
-    )
 
 
 # -- Go-compatible pieces ------------------------------------------------------------
@@ -75,7 +69,7 @@ def go_quote(s: str) -> str:
 def quote(s: Any) -> str:
     """``strings.quote``: CEL escapes for \\a \\b \\f \\n \\r \\t \\v \\\\ and \\", in double quotes."""
     if type(s) is not str:
-        raise _nso("strings.quote", s)
+        raise no_such_overload("strings.quote", s)
     table = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
              "\v": "\\v", "\\": "\\\\", '"': '\\"'}  # fmt: skip
     body = "".join(table.get(c, "\ufffd" if "\ud800" <= c <= "\udfff" else c) for c in s)
@@ -284,7 +278,7 @@ def _parse_clause(fmt: str, i: int) -> tuple[int, str, int | None]:
 def format_string(fmt: Any, args: Any) -> str:
     """``fmt.format(args)``."""
     if type(fmt) is not str or not is_list(args) or type(args) is str:
-        raise _nso("format", fmt, args)
+        raise no_such_overload("format", fmt, args)
     items = list(args)
     out: list[str] = []
     size = 0

@@ -36,8 +36,8 @@ from decimal import Decimal
 from typing import Any, Final
 
 from . import types
-from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
-from .values import INT64_MAX, INT64_MIN, type_name
+from .errors import INVALID_ARGUMENT, OVERFLOW, CELEvalError
+from .values import INT64_MAX, INT64_MIN, no_such_overload
 
 TIMESTAMP_TYPE: Final = types.Ty("google.protobuf.Timestamp")
 DURATION_TYPE: Final = types.Ty("google.protobuf.Duration")
@@ -364,12 +364,6 @@ def _parse_duration(text: str) -> int:
 # -- functions -------------------------------------------------------------------------
 
 
-def _nso(name: str, *args: Any) -> CELEvalError:
-    return CELEvalError(
-        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
-    )
-
-
 def _overflow(what: str = "timestamp") -> CELEvalError:
     return CELEvalError(f"{what} overflow", OVERFLOW)
 
@@ -392,7 +386,7 @@ def timestamp(x: Any) -> Timestamp:
         if not MIN_UNIX <= x <= MAX_UNIX:
             raise _overflow()
         return Timestamp(x)
-    raise _nso("timestamp", x)
+    raise no_such_overload("timestamp", x)
 
 
 def duration(x: Any) -> Duration:
@@ -407,7 +401,7 @@ def duration(x: Any) -> Duration:
                 f"type conversion error from 'string' to 'google.protobuf.Duration': {e}",
                 INVALID_ARGUMENT,
             ) from None
-    raise _nso("duration", x)
+    raise no_such_overload("duration", x)
 
 
 def _dur(ns: int) -> Duration:
@@ -507,7 +501,7 @@ def _go_atoi(s: str) -> int | None:
 def _fields(name: str, t: Any, tz: Any) -> tuple[int, int]:
     """(local seconds, days since the epoch) of a timestamp, in UTC or zone ``tz``."""
     if type(t) is not Timestamp or (tz is not None and type(tz) is not str):
-        raise _nso(name, t, *(() if tz is None else (tz,)))
+        raise no_such_overload(name, t, *(() if tz is None else (tz,)))
     local = t.sec + (0 if tz is None else _zone_offset(t, tz))
     return local, local // _DAY
 

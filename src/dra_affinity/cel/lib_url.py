@@ -23,8 +23,8 @@ from typing import Any, Final
 from urllib.parse import unquote_to_bytes
 
 from . import types
-from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
-from .values import type_name
+from .errors import INVALID_ARGUMENT, CELEvalError
+from .values import no_such_overload
 
 URL_TYPE: Final = types.Ty("kubernetes.URL")
 
@@ -431,15 +431,9 @@ def parse_url(text: str) -> URL:
 # -- functions ------------------------------------------------------------------------
 
 
-def _nso(name: str, *args: Any) -> CELEvalError:
-    return CELEvalError(
-        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
-    )
-
-
 def url(s: Any) -> URL:
     if type(s) is not str:
-        raise _nso("url", s)
+        raise no_such_overload("url", s)
     try:
         return parse_url(s)
     except _URLError as e:
@@ -451,7 +445,7 @@ def url(s: Any) -> URL:
 
 def is_url(s: Any) -> bool:
     if type(s) is not str:
-        raise _nso("isURL", s)
+        raise no_such_overload("isURL", s)
     try:
         _parse(s.encode("utf-8", "surrogatepass"), True, keep=False)
     except _URLError:
@@ -461,7 +455,7 @@ def is_url(s: Any) -> bool:
 
 def _u(name: str, x: Any) -> URL:
     if type(x) is not URL:
-        raise _nso(name, x)
+        raise no_such_overload(name, x)
     return x
 
 

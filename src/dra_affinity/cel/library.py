@@ -20,7 +20,7 @@ from typing import Any, Final, NoReturn
 import re2
 
 from . import types
-from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, OVERFLOW, CELEvalError
+from .errors import INVALID_ARGUMENT, OVERFLOW, CELEvalError
 from .lib_quantity import (
     Amount,
     add_amounts,
@@ -49,7 +49,7 @@ from .values import (
     format_double,
     is_list,
     is_map,
-    type_name,
+    no_such_overload,
     value_size,
 )
 
@@ -80,9 +80,7 @@ class Function:
 
 
 def nso(name: str, *args: Any) -> NoReturn:
-    raise CELEvalError(
-        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
-    )
+    raise no_such_overload(name, *args)
 
 
 def str_cost(n: int) -> int:

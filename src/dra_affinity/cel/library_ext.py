@@ -23,23 +23,22 @@ from typing import Any, Final
 
 from . import types
 from .errors import INVALID_ARGUMENT, CELEvalError
-from .values import UInt, cel_eq, compare, is_list, is_ordered_library_type, type_name
+from .values import (
+    UInt,
+    cel_eq,
+    compare,
+    is_list,
+    is_ordered_library_type,
+    no_such_overload,
+)
 
 _CALL: Final = 1
 _LIST_CREATE: Final = 10
 
 
-def _nso(name: str, *args: Any) -> CELEvalError:
-    from .errors import NO_SUCH_OVERLOAD
-
-    return CELEvalError(
-        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
-    )
-
-
 def _lists(name: str, *args: Any) -> tuple[list[object], ...]:
     if not all(is_list(a) for a in args):
-        raise _nso(name, *args)
+        raise no_such_overload(name, *args)
     return tuple(list(a) for a in args)
 
 
@@ -80,7 +79,7 @@ def _sets_cost(factor: int) -> Any:
 
 def list_slice(lst: Any, start: Any, end: Any) -> list[object]:
     if not is_list(lst) or type(start) is not int or type(end) is not int:
-        raise _nso("slice", lst, start, end)
+        raise no_such_overload("slice", lst, start, end)
     n = len(lst)
     if start < 0 or end < 0:
         raise CELEvalError(
@@ -106,7 +105,7 @@ def _slice_cost(args: tuple[object, ...]) -> int:
 
 def lists_range(n: Any) -> list[object]:
     if type(n) is not int:
-        raise _nso("lists.range", n)
+        raise no_such_overload("lists.range", n)
     if n < 0:
         raise CELEvalError(f"lists.range: size must be non-negative, got {n}", INVALID_ARGUMENT)
     return list(range(n))
@@ -119,7 +118,7 @@ def _range_cost(args: tuple[object, ...]) -> int:
 
 def list_reverse(lst: Any) -> list[object]:
     if not is_list(lst):
-        raise _nso("reverse", lst)
+        raise no_such_overload("reverse", lst)
     return list(lst)[::-1]
 
 
@@ -130,7 +129,7 @@ def _size_cost(args: tuple[object, ...]) -> int:
 
 def list_flatten(lst: Any, depth: Any = 1) -> list[object]:
     if not is_list(lst) or type(depth) is not int:
-        raise _nso("flatten", lst, depth)
+        raise no_such_overload("flatten", lst, depth)
     if depth < 0:
         raise CELEvalError("level must be non-negative", INVALID_ARGUMENT)
 
@@ -189,7 +188,7 @@ def _flatten_cost(args: tuple[object, ...]) -> int:
 
 def list_distinct(lst: Any) -> list[object]:
     if not is_list(lst):
-        raise _nso("distinct", lst)
+        raise no_such_overload("distinct", lst)
     out: list[object] = []
     for x in lst:
         if not _has(out, x):
@@ -202,7 +201,7 @@ _SORTABLE: Final = (int, UInt, float, bool, str, bytes)
 
 def list_sort(lst: Any) -> list[object]:
     if not is_list(lst):
-        raise _nso("sort", lst)
+        raise no_such_overload("sort", lst)
     items = list(lst)
     if not items:
         return []

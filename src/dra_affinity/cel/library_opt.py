@@ -17,7 +17,15 @@ from . import types
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, CELEvalError
 from .optionals import OPT_INDEX, OPT_NONE, OPT_SELECT, CelOptional, of
 from .types import Ty
-from .values import UInt, check_qualifier, is_list, is_map, list_position, map_lookup, type_name
+from .values import (
+    UInt,
+    check_qualifier,
+    is_list,
+    is_map,
+    list_position,
+    map_lookup,
+    no_such_overload,
+)
 
 
 def optional_of(t: Ty) -> Ty:
@@ -31,15 +39,9 @@ def opt_inner(t: Ty) -> Ty:
     return types.DYN
 
 
-def _nso(name: str, *args: Any) -> CELEvalError:
-    return CELEvalError(
-        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
-    )
-
-
 def _opt(name: str, v: Any) -> CelOptional:
     if type(v) is not CelOptional:
-        raise _nso(name, v)
+        raise no_such_overload(name, v)
     return v
 
 

@@ -191,6 +191,14 @@ def type_name(value: Any) -> str:
         return type(value).__name__
 
 
+def no_such_overload(name: str, *args: Any) -> CELEvalError:
+    """cel-go's error for a call of ``name`` that no overload accepts, naming the
+    arguments' types: ``no such overload: size(int)``."""
+    return CELEvalError(
+        f"no such overload: {name}({', '.join(type_name(a) for a in args)})", NO_SUCH_OVERLOAD
+    )
+
+
 def is_list(v: Any) -> bool:
     t = type(v)
     return t is list or t is tuple or (t is not str and isinstance(v, (list, tuple)))
