@@ -622,6 +622,13 @@ def _decode_string(text: str, pos: int, *, as_bytes: bool) -> str | bytes:
         else:
             out_s.append(c)
 
+    def emit_code(code: int) -> None:
+        """A \\x or octal escape: one byte in a bytes literal, that code point in a string."""
+        if as_bytes:
+            out_b.append(code)
+        else:
+            out_s.append(chr(code))
+
     while i < n:
         c = body[i]
         if c != "\\":
@@ -639,11 +646,7 @@ def _decode_string(text: str, pos: int, *, as_bytes: bool) -> str | bytes:
             digits = body[i + 2 : i + 4]
             if len(digits) != 2 or not set(digits) <= _HEX:
                 raise CELCompileError("invalid \\x escape sequence", body_pos + i)
-            code = int(digits, 16)
-            if as_bytes:
-                out_b.append(code)
-            else:
-                out_s.append(chr(code))
+            emit_code(int(digits, 16))
             i += 4
             continue
         if e in "uU":
@@ -667,11 +670,7 @@ def _decode_string(text: str, pos: int, *, as_bytes: bool) -> str | bytes:
             digits = body[i + 1 : i + 4]
             if len(digits) != 3 or not set(digits) <= set("01234567"):
                 raise CELCompileError("invalid octal escape sequence", body_pos + i)
-            code = int(digits, 8)
-            if as_bytes:
-                out_b.append(code)
-            else:
-                out_s.append(chr(code))
+            emit_code(int(digits, 8))
             i += 4
             continue
         raise CELCompileError(f"invalid escape sequence \\{e}", body_pos + i)
