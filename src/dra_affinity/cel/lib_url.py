@@ -174,6 +174,18 @@ def _valid_encoded(s: bytes, mode: int) -> bool:
     return _INVALID_ENCODED[mode].search(s) is None
 
 
+def _raw_if_it_encodes(raw: bytes, decoded: bytes, mode: int) -> bytes | None:
+    """The raw (as written) form of a path or fragment when it is a valid encoding of the
+    decoded one, as Go's ``EscapedPath``/``EscapedFragment`` prefer it; else None."""
+    if raw and _valid_encoded(raw, mode):
+        try:
+            if _unescape(raw, mode) == decoded:
+                return raw
+        except _URLError:
+            pass
+    return None
+
+
 def _valid_port(p: bytes) -> bool:
     return p == b"" or (p[:1] == b":" and all(0x30 <= c <= 0x39 for c in p[1:]))
 
@@ -227,24 +239,16 @@ class URL:
     # -- Go's URL methods ----------------------------------------------------------
 
     def escaped_path(self) -> bytes:
-        if self.raw_path and _valid_encoded(self.raw_path, _PATH):
-            try:
-                if _unescape(self.raw_path, _PATH) == self.path:
-                    return self.raw_path
-            except _URLError:
-                pass
+        raw = _raw_if_it_encodes(self.raw_path, self.path, _PATH)
+        if raw is not None:
+            return raw
         if self.path == b"*":
             return b"*"
         return _escape(self.path, _PATH)
 
     def escaped_fragment(self) -> bytes:
-        if self.raw_fragment and _valid_encoded(self.raw_fragment, _FRAGMENT):
-            try:
-                if _unescape(self.raw_fragment, _FRAGMENT) == self.fragment:
-                    return self.raw_fragment
-            except _URLError:
-                pass
-        return _escape(self.fragment, _FRAGMENT)
+        raw = _raw_if_it_encodes(self.raw_fragment, self.fragment, _FRAGMENT)
+        return raw if raw is not None else _escape(self.fragment, _FRAGMENT)
 
     def host_port(self) -> tuple[bytes, bytes]:
         host, port = self.host, b""
