@@ -49,6 +49,7 @@ from .values import (
     format_double,
     is_list,
     is_map,
+    length_of,
     no_such_overload,
     value_size,
 )
@@ -249,12 +250,10 @@ FIND_ALL_MATCH_COST: Final = 10
 
 
 def _size(x: Any) -> int:
-    t = type(x)
-    if t is str or t is bytes or t is list or t is tuple or t is dict:
-        return len(x)
-    if isinstance(x, (str, list, tuple, Mapping)):
-        return len(x)
-    nso("size", x)
+    n = length_of(x)
+    if n is None:
+        nso("size", x)
+    return n
 
 
 def _contains(s: Any, sub: Any) -> bool:

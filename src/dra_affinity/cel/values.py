@@ -496,14 +496,21 @@ def compare(a: Any, b: Any) -> int | None:
     )
 
 
-def value_size(v: Any) -> int:
-    """Size as cel-go's cost tracker sees it: length of strings, bytes, lists, maps; 1 otherwise."""
+def length_of(v: Any) -> int | None:
+    """The length of a CEL string, bytes, list or map (what ``size()`` accepts); None
+    for any other value."""
     t = type(v)
     if t is str or t is list or t is dict or t is bytes or t is tuple:
         return len(v)
     if isinstance(v, (str, list, tuple, Mapping)):
         return len(v)
-    return 1
+    return None
+
+
+def value_size(v: Any) -> int:
+    """Size as cel-go's cost tracker sees it: the :func:`length_of` a sized value, 1 otherwise."""
+    n = length_of(v)
+    return 1 if n is None else n
 
 
 def format_double(f: float) -> str:
