@@ -198,6 +198,11 @@ def _memo(fn: _P) -> _P:
     return _Memo(fn).__getitem__  # type: ignore[return-value]
 
 
+def max_len_error(limit: int) -> str:
+    """Upstream's ``MaxLenError``: what is wrong with a value longer than ``limit`` bytes."""
+    return f"must be no more than {limit} characters"
+
+
 def nbytes(s: str) -> int:
     """Length as Go's ``len``: UTF-8 bytes (lone surrogates counted, not rejected)."""
     return len(s.encode("utf-8", "surrogatepass"))
@@ -208,7 +213,7 @@ def dns_label_problems(value: str) -> tuple[str, ...]:
     """Problems with ``value`` as an RFC 1123 label (none: valid)."""
     out: list[str] = []
     if nbytes(value) > DNS_LABEL_MAX:
-        out.append(f"must be no more than {DNS_LABEL_MAX} characters")
+        out.append(max_len_error(DNS_LABEL_MAX))
     if not _DNS_LABEL_RE.fullmatch(value):
         out.append(DNS_LABEL_MSG)
     return tuple(out)
@@ -219,7 +224,7 @@ def dns_subdomain_problems(value: str) -> tuple[str, ...]:
     """Problems with ``value`` as an RFC 1123 subdomain (none: valid)."""
     out: list[str] = []
     if nbytes(value) > DNS_SUBDOMAIN_MAX:
-        out.append(f"must be no more than {DNS_SUBDOMAIN_MAX} characters")
+        out.append(max_len_error(DNS_SUBDOMAIN_MAX))
     if not _DNS_SUBDOMAIN_RE.fullmatch(value):
         out.append(DNS_SUBDOMAIN_MSG)
     return tuple(out)
@@ -257,7 +262,7 @@ def qualified_label_key_problems(value: str) -> tuple[str, ...]:
         out.append("name part must be non-empty")
     else:
         if nbytes(name) > DNS_LABEL_MAX:
-            out.append(f"name part must be no more than {DNS_LABEL_MAX} characters")
+            out.append("name part " + max_len_error(DNS_LABEL_MAX))
         if not _LABEL_NAME_RE.fullmatch(name):
             out.append(LABEL_NAME_MSG)
     return tuple(out)
@@ -267,7 +272,7 @@ def qualified_label_key_problems(value: str) -> tuple[str, ...]:
 def label_value_problems(value: str) -> tuple[str, ...]:
     out: list[str] = []
     if nbytes(value) > LABEL_VALUE_MAX:
-        out.append(f"must be no more than {LABEL_VALUE_MAX} characters")
+        out.append(max_len_error(LABEL_VALUE_MAX))
     if value and not _LABEL_NAME_RE.fullmatch(value):
         out.append(
             "a valid label must be an empty string or consist of alphanumeric characters, '-', "

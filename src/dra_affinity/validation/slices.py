@@ -253,6 +253,13 @@ def _capacity(cap: DeviceCapacity, path: Path) -> Errors:
     return errs
 
 
+def _within_capacity(value: Quantity, capacity: Quantity, path: Path) -> Errors:
+    """A request policy's default or range bound: at most the device's capacity."""
+    if value > capacity:
+        return [invalid(path, str(value), f"must not exceed the capacity value {capacity}")]
+    return []
+
+
 def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Path) -> Errors:
     """KEP-5075 request policy: a default plus either discrete values or a range."""
     errs: Errors = []
@@ -260,10 +267,7 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
     dpath = at((path, "default"))
     if default is not None:
         errs += _non_negative(default, dpath)
-        if default > capacity:
-            errs.append(
-                invalid(dpath, str(default), f"must not exceed the capacity value {capacity}")
-            )
+        errs += _within_capacity(default, capacity, dpath)
     if policy.valid_values and policy.valid_range is not None:
         errs.append(
             forbidden(
@@ -298,14 +302,7 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
         rng = policy.valid_range
         rpath = at((path, "validRange"))
         errs += _non_negative(rng.min, at((rpath, "min")))
-        if rng.min > capacity:
-            errs.append(
-                invalid(
-                    at((rpath, "min")),
-                    str(rng.min),
-                    f"must not exceed the capacity value {capacity}",
-                )
-            )
+        errs += _within_capacity(rng.min, capacity, at((rpath, "min")))
         if rng.max is not None:
             if rng.max < rng.min:
                 errs.append(
@@ -315,14 +312,7 @@ def _request_policy(capacity: Quantity, policy: CapacityRequestPolicy, path: Pat
                         f"must be greater than or equal to `min` ({rng.min})",
                     )
                 )
-            if rng.max > capacity:
-                errs.append(
-                    invalid(
-                        at((rpath, "max")),
-                        str(rng.max),
-                        f"must not exceed the capacity value {capacity}",
-                    )
-                )
+            errs += _within_capacity(rng.max, capacity, at((rpath, "max")))
         step_ok = rng.step is None or rng.step.sign() > 0
         if not step_ok:
             errs.append(invalid(at((rpath, "step")), str(rng.step), "must be greater than zero"))
