@@ -56,17 +56,6 @@ from dra_affinity.validation.slices import (
     validate_resource_slice,
 )
 
-__all__ = [
-    "validate_device_class",
-    "validate_node",
-    "validate_object",
-    "validate_object_meta",
-    "validate_pod",
-    "validate_resource_claim",
-    "validate_resource_claim_template",
-    "validate_resource_slice",
-]
-
 
 # ============================================================== core
 def validate_pod(new: Pod, old: Pod | None = None) -> Errors:
