@@ -58,6 +58,15 @@ def save(env: Env, var: str, var2: str | None) -> tuple[object, object]:
     return env.get(var, _MISSING), (env.get(var2, _MISSING) if var2 is not None else _MISSING)
 
 
+def bind(env: Env, var: str, var2: str | None, item: Any) -> None:
+    """Bind the variable(s) to one item of :func:`items_of`: an element or key, or an
+    (index, element) / (key, value) pair for two variables."""
+    if var2 is None:
+        env[var] = item
+    else:
+        env[var], env[var2] = item
+
+
 def restore(env: Env, var: str, var2: str | None, saved: tuple[object, object]) -> None:
     """Put back the bindings the variables had before the comprehension (or none)."""
     for name, old in ((var, saved[0]), (var2, saved[1])):
@@ -100,10 +109,7 @@ def _quantifier(rng: Fn, var: str, var2: str | None, p: Fn, macro: str) -> Fn:
                 m.cost = c
                 if c > m.limit:
                     exceeded(m)
-                if var2 is None:
-                    env[var] = x
-                else:
-                    env[var], env[var2] = x
+                bind(env, var, var2, x)
                 try:
                     v = p(env, m)
                 except CELCostExceeded:
@@ -135,10 +141,7 @@ def _exists_one(rng: Fn, var: str, var2: str | None, p: Fn) -> Fn:
         saved = save(env, var, var2)
         try:
             for x in items:
-                if var2 is None:
-                    env[var] = x
-                else:
-                    env[var], env[var2] = x
+                bind(env, var, var2, x)
                 try:
                     v = p(env, m)
                 except CELCostExceeded:
@@ -173,10 +176,7 @@ def _collect(rng: Fn, var: str, var2: str | None, p: Fn | None, t: Fn | None, ma
         saved = save(env, var, var2)
         try:
             for x in items:
-                if var2 is None:
-                    env[var] = x
-                else:
-                    env[var], env[var2] = x
+                bind(env, var, var2, x)
                 if p is not None:
                     v = p(env, m)
                     if v is False:
