@@ -166,6 +166,17 @@ def _exists_one(rng: Fn, var: str, var2: str | None, p: Fn) -> Fn:
     return exists_one
 
 
+def _keeps(p: Fn, env: Env, m: Meter, what: str) -> bool:
+    """A filter's verdict on the bound item; a false one costs only the filter itself
+    (cel-go), and anything but a bool is no such overload."""
+    v = p(env, m)
+    if v is True:
+        return True
+    if v is not False:
+        nso(what, v)
+    return False
+
+
 def _collect(rng: Fn, var: str, var2: str | None, p: Fn | None, t: Fn | None, macro: str) -> Fn:
     """``map(x, t)``, ``filter(x, p)`` and ``map(x, p, t)``: a list built element by element."""
 
@@ -177,13 +188,8 @@ def _collect(rng: Fn, var: str, var2: str | None, p: Fn | None, t: Fn | None, ma
         try:
             for x in items:
                 bind(env, var, var2, x)
-                if p is not None:
-                    v = p(env, m)
-                    if v is False:
-                        # a false filter costs only itself (cel-go)
-                        continue
-                    if v is not True:
-                        nso(f"{macro}() predicate", v)
+                if p is not None and not _keeps(p, env, m, f"{macro}() predicate"):
+                    continue
                 # __result__ + [t]: accumulator read, list literal, concatenation
                 # (plus the predicate's branch when there is no transform)
                 if t is None:
@@ -211,14 +217,9 @@ def _collect_map(rng: Fn, var: str, var2: str, p: Fn | None, t: Fn, macro: str) 
         saved = save(env, var, var2)
         try:
             for x in items:
-                env[var], env[var2] = x
-                if p is not None:
-                    v = p(env, m)
-                    if v is False:
-                        # a false filter costs only itself (cel-go)
-                        continue
-                    if v is not True:
-                        nso(f"{macro}() filter", v)
+                bind(env, var, var2, x)
+                if p is not None and not _keeps(p, env, m, f"{macro}() filter"):
+                    continue
                 value = t(env, m)
                 charge(m, step)
                 if not entry:
