@@ -59,9 +59,13 @@ def _in_use(slice_: ResourceSlice | None) -> bool:
 
 
 def _drop_sharing_affinity(stored: ResourceSlice) -> None:
-    """Remove the field as if it had never been sent (it then dumps as absent)."""
-    stored.spec.sharing_affinity = None
-    stored.spec.model_fields_set.discard("sharing_affinity")
+    """Remove the field as if it had never been sent (it then dumps as absent): a new
+    spec with the same values and set fields, less this one."""
+    spec = stored.spec
+    stored.spec = type(spec).model_construct(
+        spec.model_fields_set - {"sharing_affinity"},
+        **{name: value for name, value in spec if name != "sharing_affinity"},
+    )
 
 
 def admit(
