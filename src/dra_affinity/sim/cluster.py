@@ -1,7 +1,8 @@
 """An embedded, in-memory cluster: the API server and controllers the simulator needs.
 
-Every write goes through the API-server rules (admission validation and the
-DRASharingAffinity gate strategy) before it is stored, so a rejected object
+Every write goes through the API server's write path
+(:func:`~dra_affinity.validation.apiserver.admit`: a created pod's label keys merged,
+the DRASharingAffinity gate strategy, validation) before it is stored, so a rejected object
 changes nothing. Listeners (the scheduler) are told about every change, as
 informers would tell them. Two controllers are folded in: the resourceclaim
 controller (claims from templates for new pods; deallocation of claims that
