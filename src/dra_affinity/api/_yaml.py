@@ -21,6 +21,7 @@ from dra_affinity.api.errors import (
     FieldError,
     ManifestError,
 )
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN, UINT64_MAX
 
 # ------------------------------------------------------------------------- YAML
 # Manifests are read the way ``kubectl`` turns YAML into the JSON it sends
@@ -34,7 +35,6 @@ _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "b
 _TIMESTAMP, _BINARY, _MERGE = _TAG + "timestamp", _TAG + "binary", _TAG + "merge"
 _MAP, _SEQ = _TAG + "map", _TAG + "seq"
 _SCALAR_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP})
-INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
 # Plain scalars looked up by their exact text (YAML 1.1 as go-yaml v2 has it).
 _WORDS: dict[str, tuple[str, Any]] = {

@@ -39,6 +39,8 @@ from typing import Any, Final, Literal, cast, final
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN
+
 Format = Literal["BinarySI", "DecimalSI", "DecimalExponent"]
 
 BINARY_SI: Final = "BinarySI"
@@ -47,14 +49,12 @@ DECIMAL_EXPONENT: Final = "DecimalExponent"
 
 _FORMATS: Final = frozenset({BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENT})
 _NANO: Final = 10**9
-_MAX_ALLOWED: Final = 2**63 - 1
+_MAX_ALLOWED: Final = INT64_MAX  # upstream's maxAllowed: BinarySI values clamp to it
 # Bounds of the exact representation (Kubernetes has none: it keeps a lazily
 # scaled decimal). Materializing "1e999999999" would be a denial of service;
 # no real quantity comes near either bound.
 MAX_DECIMAL_EXPONENT: Final = 1000
 MAX_DIGITS: Final = 400
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
 
 _DECIMAL_SUFFIXES: Final = {
     "n": -9,
@@ -78,8 +78,10 @@ _FORMAT_MSG: Final = (
 )
 
 
-def _split(s: str) -> tuple[bool, str, str, str]:
-    """Split into (positive, numerator digits, denominator digits, suffix) like Kubernetes."""
+def split_quantity(s: str) -> tuple[bool, str, str, str]:
+    """Split into (positive, numerator digits, denominator digits, suffix) like Kubernetes'
+    ``parseQuantityString`` (also what :mod:`dra_affinity.cel.lib_quantity` reads a
+    quantity's representation from)."""
     positive = True
     pos = 0
     end = len(s)
@@ -113,7 +115,7 @@ def _split(s: str) -> tuple[bool, str, str, str]:
     return positive, num, denom, s[suffix_start:]
 
 
-def _interpret_suffix(s: str, suffix: str) -> tuple[int, int, Format]:
+def interpret_suffix(s: str, suffix: str) -> tuple[int, int, Format]:
     """(base, exponent, format) of a suffix."""
     if suffix in _DECIMAL_SUFFIXES:
         return 10, _DECIMAL_SUFFIXES[suffix], DECIMAL_SI
@@ -124,7 +126,7 @@ def _interpret_suffix(s: str, suffix: str) -> tuple[int, int, Format]:
         digits = body[1:] if body[0] in "+-" else body
         if digits and all(c in _DIGITS for c in digits) and len(digits) <= 40:
             exp = int(body)
-            if _INT64_MIN <= exp <= _INT64_MAX:
+            if INT64_MIN <= exp <= INT64_MAX:
                 # strconv.ParseInt(..., 64), then int32(...): Go truncates.
                 exp = (exp + 2**31) % 2**32 - 2**31
                 return 10, exp, DECIMAL_EXPONENT
@@ -225,10 +227,10 @@ class Quantity:
             raise ValueError(f"quantities must be strings or numbers, not {type(s).__name__}")
         if not s:
             raise ValueError("invalid quantity '': quantities must not be empty")
-        positive, num, denom, suffix = _split(s)
+        positive, num, denom, suffix = split_quantity(s)
         if len(num) + len(denom) > MAX_DIGITS:
             raise ValueError(f"invalid quantity {s[:40]!r}...: more than {MAX_DIGITS} digits")
-        base, exp, fmt = _interpret_suffix(s, suffix)
+        base, exp, fmt = interpret_suffix(s, suffix)
         # The value is below 10**magnitude (and 0 when there are no significant digits).
         magnitude = exp + (len(num) if num != "0" else len(denom.lstrip("0")) - len(denom))
         if (num != "0" or denom.strip("0")) and magnitude > MAX_DECIMAL_EXPONENT:
@@ -288,7 +290,7 @@ class Quantity:
 
     def is_integer(self) -> bool:
         """True when the value is an integer within int64 (Kubernetes ``AsInt64`` succeeds)."""
-        return self._nanos % _NANO == 0 and -(2**63) <= self._nanos // _NANO <= _MAX_ALLOWED
+        return self._nanos % _NANO == 0 and INT64_MIN <= self._nanos // _NANO <= INT64_MAX
 
     def as_int(self) -> int:
         """The value as int64; ``ValueError`` if it is fractional or out of range."""

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN
 from dra_affinity.api.quantity import (
-    _interpret_suffix,
-    _split,
+    interpret_suffix,
+    split_quantity,
 )
 
 from .quantity import BINARY_SI, Quantity
@@ -26,23 +27,21 @@ from .quantity import BINARY_SI, Quantity
 # An int64Amount as (value, scale); None stands for the inf.Dec representation.
 Amount = tuple[int, int] | None
 
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
 _MAX_INT64_FACTORS: Final = 18
 _NANO: Final = -9
 _UNSET: Final = object()
 
 
 def _fits(v: int) -> bool:
-    return _INT64_MIN <= v <= _INT64_MAX
+    return INT64_MIN <= v <= INT64_MAX
 
 
 def parse_amount(text: str) -> Amount:
     """The representation ``ParseQuantity(text)`` builds (``text`` must be a valid quantity)."""
     if text == "0":
         return (0, 0)
-    positive, num, denom, suffix = _split(text)
-    _base, exponent, fmt = _interpret_suffix(text, suffix)
+    positive, num, denom, suffix = split_quantity(text)
+    _base, exponent, fmt = interpret_suffix(text, suffix)
     mantissa = 1
     if fmt == BINARY_SI:
         scale = 0
@@ -116,7 +115,7 @@ def negate(a: Amount) -> Amount:
     if a is None:
         return None
     v, s = a
-    return (v if v == _INT64_MIN else -v, s)
+    return (v if v == INT64_MIN else -v, s)
 
 
 def as_int64(a: Amount) -> int | None:

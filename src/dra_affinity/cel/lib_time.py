@@ -35,9 +35,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
 
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN
+
 from . import types
 from .errors import INVALID_ARGUMENT, OVERFLOW, CELEvalError
-from .values import INT64_MAX, INT64_MIN, no_such_overload
+from .values import no_such_overload
 
 TIMESTAMP_TYPE: Final = types.Ty("google.protobuf.Timestamp")
 DURATION_TYPE: Final = types.Ty("google.protobuf.Duration")

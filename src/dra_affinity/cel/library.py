@@ -19,6 +19,8 @@ from typing import Any, Final, NoReturn
 
 import re2
 
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN, UINT64_MAX
+
 from . import types
 from .errors import INVALID_ARGUMENT, OVERFLOW, CELEvalError
 from .lib_quantity import (
@@ -38,9 +40,6 @@ from .regex import RegexError, Shape, compiled, shape
 from .semver import Semver
 from .types import Ty
 from .values import (
-    INT64_MAX,
-    INT64_MIN,
-    UINT64_MAX,
     UInt,
     cel_eq,
     cel_type_of,

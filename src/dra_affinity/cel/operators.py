@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN, UINT64_MAX
+
 from .errors import (
     DIVISION_BY_ZERO,
     INVALID_ARGUMENT,
@@ -39,9 +41,6 @@ from .optionals import CelOptional
 from .quantity import Quantity
 from .semver import Semver
 from .values import (
-    INT64_MAX,
-    INT64_MIN,
-    UINT64_MAX,
     UInt,
     cel_eq,
     check_qualifier,

@@ -24,13 +24,15 @@ from typing import Final
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN, UINT64_MAX
+
 from . import ast
 from .errors import CELCompileError
 from .lib_lists import expand_sort_by
 from .library_ext import NAMESPACES
 from .libs import LIB_NAMESPACES
 from .optionals import OPT_INDEX, OPT_NAMESPACES, OPT_SELECT
-from .values import UINT64_MAX, UInt
+from .values import UInt
 
 # Nesting limit. cel-go's parser defaults to 250; ours is lower because every
 # later stage (checker, cost estimator, evaluator) recurses over the tree in
@@ -570,7 +572,7 @@ def _literal(tok: Token) -> object:
         return None
     if kind == "INT_LIT":
         value = _parse_int(text)
-        if not -(2**63) <= value <= 2**63 - 1:
+        if not INT64_MIN <= value <= INT64_MAX:
             raise CELCompileError(f"invalid int literal: {text} is out of range", pos)
         return value
     if kind == "UINT_LIT":

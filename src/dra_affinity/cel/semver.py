@@ -14,9 +14,10 @@ from typing import Final
 
 import re2
 
+from dra_affinity.api.numbers import UINT64_MAX
+
 _NUMBERS: Final = frozenset("0123456789")
 _ALNUM: Final = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-")
-_UINT64_MAX: Final = 2**64 - 1
 # Valid dot-separated identifiers, checked in one linear pass (RE2); anything else takes
 # the identifier-by-identifier path, which names the first fault.
 _VALID_PRE: Final = re2.compile(
@@ -32,7 +33,7 @@ def _parse_number(part: str, what: str, s: str) -> int:
     if len(part) > 20:
         raise ValueError(f"invalid semver {s!r}: {what} number out of range")
     value = int(part)
-    if value > _UINT64_MAX:
+    if value > UINT64_MAX:
         raise ValueError(f"invalid semver {s!r}: {what} number out of range")
     return value
 

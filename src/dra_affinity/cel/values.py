@@ -29,14 +29,12 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final, final
 
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN, UINT64_MAX
+
 from .errors import INVALID_ARGUMENT, NO_SUCH_OVERLOAD, RUNTIME, CELEvalError
 from .optionals import OPTIONAL_TYPE_NAME, CelOptional
 from .quantity import Quantity, as_quantity
 from .semver import Semver
-
-INT64_MIN: Final = -(2**63)
-INT64_MAX: Final = 2**63 - 1
-UINT64_MAX: Final = 2**64 - 1
 
 
 @final

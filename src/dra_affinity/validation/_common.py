@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from dra_affinity import cel
 from dra_affinity.api.io import FieldError
 from dra_affinity.api.meta import NodeSelector, NodeSelectorRequirement, ObjectMeta
+from dra_affinity.api.numbers import INT64_MAX, INT64_MIN
 from dra_affinity.api.quantity import Quantity
 from dra_affinity.api.resource import (
     CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
@@ -47,7 +48,6 @@ DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH = 64
 DEVICE_SELECTORS_MAX = 32
 DEVICE_TOLERATIONS_MAX = 16
 DEVICE_TAINTS_MAX = 4
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 _REQUEST_REF_MSG = (
     "must be the name of a request in the claim or the name of a request and a subrequest "
@@ -86,7 +86,7 @@ def _max_items(items: Collection[Any], limit: int, path: Path) -> Errors:
 
 def _int64(value: int, path: Path) -> Errors:
     # Go stores these as int64; a bigger YAML integer would not even decode there.
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         return [invalid(path, value, "must fit in a 64-bit signed integer")]
     return []
 
