@@ -33,13 +33,9 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 
 from dra_affinity.api import keys
-from dra_affinity.api.core import Namespace, Node, Pod
-from dra_affinity.api.io import validation_errors
+from dra_affinity.api.io import KINDS, validation_errors
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import (
-    DeviceClass,
-    ResourceClaim,
-    ResourceClaimTemplate,
     ResourceSlice,
 )
 from dra_affinity.validation.sharing_affinity import SHARING_AFFINITY_ANNOTATION, slice_extractors
@@ -53,15 +49,8 @@ __all__ = [
     "to_model",
 ]
 
-KIND_MODELS: dict[str, type[TypedObject]] = {
-    "Namespace": Namespace,
-    "Node": Node,
-    "Pod": Pod,
-    "DeviceClass": DeviceClass,
-    "ResourceSlice": ResourceSlice,
-    "ResourceClaim": ResourceClaim,
-    "ResourceClaimTemplate": ResourceClaimTemplate,
-}
+# The kinds the project models (api.io.KINDS), by kind name.
+KIND_MODELS: dict[str, type[TypedObject]] = {kind: model for (_, kind), model in KINDS.items()}
 
 # Each kind's apiVersion (its group/version on the API server), as its model says.
 API_VERSIONS: dict[str, str] = {kind: model.type_meta()[0] for kind, model in KIND_MODELS.items()}
