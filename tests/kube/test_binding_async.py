@@ -204,7 +204,7 @@ def test_a_pod_sharing_a_claim_in_flight_waits_for_its_binding(fake: FakeApi) ->
     ("POST", "/pods/a/binding", "reset"),
     # PreBind's first write (the claim's finalizer) refused: nothing reached the server,
     # so no claim event tells b; the binding's own release must.
-    ("PUT", "/resourceclaims/a-nic", "server-error"),
+    ("PATCH", "/resourceclaims/a-nic", "server-error"),
 ])
 def test_failed_binding_on_a_worker_runs_unreserve_and_requeues(fake: FakeApi, method: str,
                                                                 suffix: str, fault: str) -> None:

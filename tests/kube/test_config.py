@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -115,10 +116,12 @@ def test_scheduler_defaults_follow_the_deployment(tmp_path: Path,
     import dra_affinity.kube.runner as runner
 
     seen: list[runner.Options] = []
+    kept: list[int] = []
 
     class Recording:
-        def __init__(self, api: object, opts: runner.Options, features: object) -> None:
+        def __init__(self, api: Any, opts: runner.Options, features: object) -> None:
             seen.append(opts)
+            kept.append(api.client.rest_client.pool_manager.connection_pool_kw["maxsize"])
 
         def run(self) -> int:
             return 0
@@ -134,6 +137,9 @@ def test_scheduler_defaults_follow_the_deployment(tmp_path: Path,
     [opts] = seen
     assert (opts.lease_namespace, opts.identity, opts.metrics_address) == (
         "ops", "dra-affinity-scheduler-7d9f-x2", "127.0.0.1")
+    # one kept-alive connection per thread that may send at once: 6 watches, 16
+    # bindings, the loop, Events, the Lease
+    assert kept == [runner.connections(opts)] == [25]
     monkeypatch.delenv("POD_NAMESPACE")
     CliRunner().invoke(main, ["scheduler", "--lease-namespace", "elsewhere"])
     assert seen[-1].lease_namespace == "elsewhere"

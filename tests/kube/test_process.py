@@ -74,16 +74,35 @@ def test_matching_keys_share_a_device_and_conflicting_keys_do_not(api: FakeApi) 
         assert DELETE_PROTECTION in c["metadata"]["finalizers"]
         assert [r["name"] for r in c["status"]["reservedFor"]] == [name]
         assert c["status"]["reservedFor"][0]["uid"] == f"uid-pod-{name}"
-    # the claim itself (its finalizer) is written only as protobuf: a JSON write sends the
-    # spec back, which the server compares byte for byte (opaque parameters); status by patch
-    main = [(m, p) for m, p in api.requests if m in ("PUT", "PATCH") and "/resourceclaims/" in p
+    # the claim itself is written once, by a merge patch of its finalizers on the
+    # resourceVersion read: never its spec, which the server compares byte for byte
+    main = [(m, p, b) for m, p, b in api.bodies if "/resourceclaims/" in p
             and not p.endswith("/status")]
-    assert main and all(m == "PUT" for m, _p in main)
-    assert sorted(p for _m, p in main) == sorted(api.protobuf_writes)
+    assert len(main) == 3 and not api.protobuf_writes
+    for method, _path, body in main:
+        assert method == "PATCH" and set(body) == {"metadata"}
+        assert set(body["metadata"]) == {"resourceVersion", "finalizers"}
     rows, _ = cluster_locks(api)
     locks = {r["device"]: r["lock"] for r in rows if r["status"] == "Locked"}
     assert locks[_devices(api, "default/a-nic")[0]] == {"subnet": "x"}
     assert locks[_devices(api, "default/c-nic")[0]] == {"subnet": "y"}
+
+
+def test_a_claim_the_server_refuses_to_patch_as_json_gets_its_finalizer_as_protobuf(
+        api: FakeApi) -> None:
+    """A claim created with spaced opaque parameters: the merge patch is refused (422),
+    the finalizer goes as a protobuf write of the claim read, spec bytes untouched."""
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.spaced.add("default/a-nic")
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    _run(proc, api)
+    assert _node(api, "default/a") is not None
+    c = api.get("ResourceClaim", "default/a-nic")
+    assert c is not None and DELETE_PROTECTION in c["metadata"]["finalizers"]
+    assert api.protobuf_writes == ["/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/a-nic"]
+    tried = [m for m, p in api.requests if p.endswith("/resourceclaims/a-nic")]
+    assert tried == ["PATCH", "GET", "PUT"]  # refused; read as protobuf; written back
 
 
 def test_next_cycle_sees_its_own_write_before_the_watch(api: FakeApi) -> None:

@@ -326,7 +326,7 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
     from dra_affinity.features import Features, UnknownGateError
     from dra_affinity.kube.config import POD_NAME_ENV
     from dra_affinity.kube.config import lease_namespace as default_lease_namespace
-    from dra_affinity.kube.runner import Options, SchedulerProcess, setup_json_logging
+    from dra_affinity.kube.runner import Options, SchedulerProcess, connections, setup_json_logging
 
     if leader_elect and not lease_duration > renew_deadline > retry_period:
         _fail_input("need --lease-duration > --renew-deadline > --retry-period")
@@ -349,6 +349,7 @@ def scheduler(kubeconfig: str | None, context: str | None, scheduler_name: str, 
                    kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst,
                    max_in_flight_bindings=max_in_flight_bindings, tune_gc=tune_gc)
     try:
+        api.keep_connections(connections(opts))
         proc = SchedulerProcess(api, opts, features)
         code = proc.run()
     except OSError as e:  # the metrics port is taken, say

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlencode
 
 __all__ = [
     "RESOURCES",
@@ -124,35 +125,53 @@ def _error_from(status: int, reason: str, data: bytes) -> ApiError:
 
 
 class ClientApi:
-    """:class:`Api` over the official client's ``ApiClient`` (its transport only)."""
+    """:class:`Api` over the official client's connection pool (its transport only).
+
+    The kubeconfig's TLS, client certificates, proxy and token (refreshed by the
+    client's hook when it expires) are the official client's; each request goes
+    straight to its urllib3 pool manager with headers built here, as client-go's
+    transport sends them: no per-request configuration, parameter sanitizing or
+    response model. Connections are kept alive and shared by every thread; the
+    pool keeps up to :meth:`keep_connections` idle ones, so that threads that send
+    at once do not each open (and then drop) a TLS connection."""
 
     def __init__(self, api_client: Any) -> None:
         self.client = api_client
+        self._host = str(api_client.configuration.host).rstrip("/")
+        self._headers = {k: str(v) for k, v in api_client.default_headers.items()}
+
+    def keep_connections(self, count: int) -> None:
+        """Keep up to ``count`` idle connections (one per thread that may hold a
+        request at once); call it before the first request."""
+        pool_kw = self.client.rest_client.pool_manager.connection_pool_kw
+        pool_kw["maxsize"] = max(int(pool_kw.get("maxsize") or 1), count)
 
     def _send(self, method: str, path: str, body: Any, query: Mapping[str, str] | None,
-              content_type: str, timeout: Any, accept: str = "application/json") -> Any:
+              content_type: str, timeout: float | tuple[float, float],
+              accept: str = "application/json", stream: bool = False) -> Any:
+        """The urllib3 response (read by the caller); ApiError when there is none."""
         import urllib3
-        from kubernetes.client.rest import RESTResponse
 
-        request = self.client.param_serialize(
-            method=method, resource_path=path,
-            query_params=sorted((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": accept},
-            body=None, auth_settings=["BearerToken"])
-        try:
-            if body is None:
-                return self.client.call_api(*request, _request_timeout=timeout)
+        url = self._host + path
+        if query:
+            url += "?" + urlencode(sorted(query.items()))
+        headers = {**self._headers, "Accept": accept}
+        auth = self.client.configuration.auth_settings().get("BearerToken")
+        if auth and auth.get("value"):
+            headers["Authorization"] = str(auth["value"])
+        data: bytes | None = None
+        if body is not None:
+            headers["Content-Type"] = content_type
             # Bodies are sent as compact JSON, as Go clients send them: the server keeps
             # opaque parameters (RawExtension) byte for byte and later compares them so
             # (a claim update whose parameters are spaced differently is "modified").
             data = body if isinstance(body, bytes) else \
                 json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-            t = (urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple)
-                 else urllib3.Timeout(total=timeout))
-            r = self.client.rest_client.pool_manager.request(
-                request[0], request[1], body=data, headers=request[2], timeout=t,
-                preload_content=False)
-            return RESTResponse(r)
+        t = (urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple)
+             else urllib3.Timeout(total=timeout))
+        try:
+            return self.client.rest_client.pool_manager.urlopen(
+                method, url, body=data, headers=headers, timeout=t, preload_content=not stream)
         except urllib3.exceptions.HTTPError as e:
             raise ApiError(0, type(e).__name__, str(e)) from None
         except OSError as e:
@@ -162,43 +181,33 @@ class ClientApi:
                 query: Mapping[str, str] | None = None,
                 content_type: str = "application/json",
                 timeout: float | None = None) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            resp = self._send(method, path, body, query, content_type, timeout or 30.0)
-            data = resp.read()
-        except ApiException as e:
-            raise ApiError(int(e.status or 0), str(e.reason or ""), str(e.body or "")) from None
-        if not 200 <= int(resp.status) < 300:
-            raise _error_from(int(resp.status), str(resp.reason or ""), data)
+        data = self._answer(method, path, body, query, content_type, timeout)
         return json.loads(data) if data else None
 
     def request_bytes(self, method: str, path: str, *, body: bytes | None = None,
                       content_type: str = "application/json", accept: str = "application/json",
                       timeout: float | None = None) -> bytes:
-        from kubernetes.client.exceptions import ApiException
+        return self._answer(method, path, body, None, content_type, timeout, accept)
 
-        try:
-            resp = self._send(method, path, body, None, content_type, timeout or 30.0, accept)
-            data: bytes = resp.read()
-        except ApiException as e:
-            raise ApiError(int(e.status or 0), str(e.reason or ""), str(e.body or "")) from None
+    def _answer(self, method: str, path: str, body: Any,
+                         query: Mapping[str, str] | None, content_type: str,
+                         timeout: float | None, accept: str = "application/json") -> bytes:
+        """One request's answer as bytes; ApiError on a non-2xx status."""
+        resp = self._send(method, path, body, query, content_type, timeout or 30.0, accept)
+        data: bytes = resp.data
         if not 200 <= int(resp.status) < 300:
             raise _error_from(int(resp.status), str(resp.reason or ""), data)
         return data
 
     def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            # Connect timeout, then a read timeout past the server's own timeoutSeconds.
-            resp = self._send("GET", path, None, {**query, "watch": "true"}, "application/json",
-                              (10.0, timeout + 30.0))
-        except ApiException as e:
-            raise ApiError(int(e.status or 0), str(e.reason or ""), str(e.body or "")) from None
-        raw = resp.response
-        if not 200 <= int(resp.status) < 300:
-            raise _error_from(int(resp.status), str(resp.reason or ""), raw.read())
+        # Connect timeout, then a read timeout past the server's own timeoutSeconds.
+        raw = self._send("GET", path, None, {**query, "watch": "true"}, "application/json",
+                         (10.0, timeout + 30.0), stream=True)
+        if not 200 <= int(raw.status) < 300:
+            try:
+                raise _error_from(int(raw.status), str(raw.reason or ""), raw.read())
+            finally:
+                raw.release_conn()
         return _lines(raw)
 
 

@@ -158,6 +158,13 @@ class Options:
     tune_gc: bool = False
 
 
+def connections(options: Options) -> int:
+    """Requests one replica may have on the wire at once, so connections to keep alive:
+    a watch per informer, the bindings in flight (or the loop's own), the loop's status
+    writes, Events, and the Lease."""
+    return len(WATCHED_KINDS) + max(options.max_in_flight_bindings, 1) + 3
+
+
 class SchedulerProcess:
     """Everything one scheduler replica runs; :meth:`run` until stopped."""
 
