@@ -344,10 +344,13 @@ class _Run:
 
 
 # Native frames of a thread that waits (for a socket, a lock, the GIL): py-spy's own idle
-# detection misses many of them with --native, so samples ending in one are dropped.
+# detection misses many of them with --native, so samples ending in one are dropped. A
+# thread taking the GIL back after a blocking call (``PySSL_select`` -> ``pthread_mutex_lock``
+# -> a futex in libc) sleeps in the kernel until the holder lets go.
 _WAITING = frozenset({"poll", "select", "epoll_wait", "pthread_cond_timedwait",
                       "pthread_cond_wait", "PyThread_acquire_lock_timed", "sem_timedwait",
-                      "sem_clockwait", "clock_nanosleep", "nanosleep", "accept", "accept4"})
+                      "sem_clockwait", "clock_nanosleep", "nanosleep", "accept", "accept4",
+                      "pthread_mutex_lock"})
 
 
 def summarize_profile(path: Path, top: int = 15) -> dict[str, Any]:
