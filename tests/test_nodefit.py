@@ -15,6 +15,7 @@ from dra_affinity.scheduler.nodefit import (
     node_facts,
     placement_of,
     pod_requests,
+    same_but_node,
     untolerated,
 )
 from dra_affinity.structured import reasons
@@ -203,6 +204,72 @@ def test_node_usage_follows_pod_events() -> None:
     assert u.on("n1") == {"cpu": 500, "pods": 1}
     u.update("default/b", None)
     assert u.on("n1") == {} and len(u) == 0 and not u.requested
+
+
+class Heard:
+    """A PodListener that counts what it hears."""
+
+    def __init__(self) -> None:
+        self.added = self.removed = 0
+
+    def pod_added(self, pod: object) -> None:
+        self.added += 1
+
+    def pod_removed(self, pod: object) -> None:
+        self.removed += 1
+
+
+def test_assumed_pod_confirmed_where_assumed_keeps_its_record() -> None:
+    u = NodeUsage()
+    heard = Heard()
+    u.listeners.append(heard)
+    pending = pod("a", containers=[container(cpu="1")])
+    u.assume("default/a", pending, "n1")
+    record, version = u.pods["default/a"], u.version
+    bound = pending.model_copy(update={
+        "spec": pending.spec.model_copy(update={"node_name": "n1"}),
+        "metadata": pending.metadata.model_copy(update={"resource_version": "7"})})
+    u.update("default/a", bound)
+    assert u.pods["default/a"] is record and u.version == version
+    assert (heard.added, heard.removed) == (1, 0)
+    assert u.on("n1") == {"cpu": 1000, "pods": 1} and not u.assumed
+    # Confirmed once: a later event of the same pod is an ordinary update again.
+    u.update("default/a", bound)
+    assert u.pods["default/a"] is not record and u.on("n1") == {"cpu": 1000, "pods": 1}
+
+
+@pytest.mark.parametrize("bound", [
+    pod("a", node="n2", containers=[container(cpu="1")]),  # bound elsewhere
+    pod("a", node="n1", containers=[container(cpu="2")]),  # the spec changed
+    pod("a", node="n1", phase="Succeeded", containers=[container(cpu="1")]),
+    Pod.model_validate({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "a", "namespace": "default", "labels": {"tier": "x"}},
+        "spec": {"nodeName": "n1", "containers": [container(cpu="1")]}}),
+    None,  # deleted
+    pod("a", containers=[container(cpu="1")]),  # not bound: the binding failed
+])
+def test_assumed_pod_that_changed_is_recorded_again(bound: Pod | None) -> None:
+    u = NodeUsage()
+    u.assume("default/a", pod("a", containers=[container(cpu="1")]), "n1")
+    u.update("default/a", bound)
+    fresh = NodeUsage()
+    fresh.update("default/a", bound)
+    assert (u.requested, u.pods.keys()) == (fresh.requested, fresh.pods.keys())
+    assert not u.assumed
+
+
+def test_same_but_node_reads_what_a_record_reads() -> None:
+    a = pod("a", containers=[container(cpu="1")])
+    bound = pod("a", node="n1", containers=[container(cpu="1")])
+    assert same_but_node(a, bound) and same_but_node(a, a)
+    assert not same_but_node(a, pod("a", node="n1", containers=[container(cpu="1")],
+                                    tolerations=[{"operator": "Exists"}]))
+    deleting = bound.model_copy(update={"metadata": bound.metadata.model_copy(
+        update={"deletion_timestamp": "2026-01-01T00:00:00Z"})})
+    assert not same_but_node(a, deleting)
+    other_ns = bound.model_copy(update={"metadata": bound.metadata.model_copy(
+        update={"namespace": "other"})})
+    assert not same_but_node(a, other_ns)
 
 
 # ------------------------------------------------------------------ malformed input

@@ -8,8 +8,6 @@ so ``load(dump(x)) == x``.
 from __future__ import annotations
 
 import copy
-import functools
-from collections.abc import Callable
 from typing import Any, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,20 +35,6 @@ class K8sModel(BaseModel):
         """Manifest form: camelCase, only fields that were set."""
         return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
-    @classmethod
-    def from_valid(cls, **values: Any) -> Self:
-        """``cls(**values)`` for values already valid (by field name), without validating
-        them again: pydantic's ``model_construct``; only the given fields count as set.
-
-        The fields with a default factory that are not given are filled in first:
-        ``model_construct`` would otherwise inspect each factory's signature on every
-        call, which costs milliseconds (PreBind builds several such objects per pod)."""
-        given = set(values)
-        for name, factory in _default_factories(cls):
-            if name not in values:
-                values[name] = factory()
-        return cast(Self, cls.model_construct(given, **values))
-
     # API objects are trees of models, lists, dicts and immutable scalars (no cycles, no
     # private attributes, no extra fields), so a deep copy needs neither ``copy``'s memo
     # nor its per-type dispatch. Admission deep-copies every object it is given; the
@@ -60,13 +44,6 @@ class K8sModel(BaseModel):
         the same fields count as set."""
         fields = {name: _clone(v) for name, v in self}
         return cast(Self, type(self).model_construct(set(self.model_fields_set), **fields))
-
-
-@functools.cache
-def _default_factories(cls: type[BaseModel]) -> tuple[tuple[str, Callable[[], Any]], ...]:
-    """The fields of ``cls`` with a default factory (API models' take no argument)."""
-    return tuple((name, cast(Callable[[], Any], f.default_factory))
-                 for name, f in cls.model_fields.items() if f.default_factory is not None)
 
 
 #: Immutable leaf types of API objects: shared by copies, never copied.

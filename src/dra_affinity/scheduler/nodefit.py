@@ -353,6 +353,24 @@ def node_facts(node: Node) -> NodeFacts:
     return NodeFacts(node.name, bool(node.spec.unschedulable), taints, allocatable, prefer)
 
 
+def same_but_node(before: Pod, after: Pod) -> bool:
+    """Whether ``after`` is ``before`` bound: the same in everything a node's record of
+    it reads (namespace, labels, deletion, phase, the spec but for ``nodeName``); what
+    the API server stamps (resourceVersion and the like) may differ."""
+    if before is after:
+        return True
+    m0, m1 = before.metadata, after.metadata
+    if (m0.namespace != m1.namespace or m0.labels != m1.labels
+            or m0.deletion_timestamp != m1.deletion_timestamp or _phase(before) != _phase(after)):
+        return False
+    # The specs' fields as dicts, compared whole (in C) with nodeName set alike.
+    return {**vars(before.spec), "node_name": None} == {**vars(after.spec), "node_name": None}
+
+
+def _phase(pod: Pod) -> Any:
+    return pod.status.get("phase") if isinstance(pod.status, Mapping) else None
+
+
 _ONE_POD: Mapping[str, int] = {PODS: 1}  # shared by every pod that requests nothing else
 _NO_TERMS_POD_NONZERO = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
 
@@ -395,15 +413,28 @@ class NodeUsage:
     with_affinity: dict[str, BoundPod] = field(default_factory=dict)
     listeners: list[PodListener] = field(default_factory=list)
     version: int = 0  # bumps on every change
+    # Pods assumed on a node (Reserve), by key: the object their record was made from.
+    assumed: dict[str, Pod] = field(default_factory=dict)
 
     def update(self, key: str, pod: Pod | None) -> None:
-        """The pod ``key`` is now ``pod`` (None: deleted)."""
-        self._set(key, pod, pod.spec.node_name if pod is not None else None)
+        """The pod ``key`` is now ``pod`` (None: deleted). An assumed pod that turns out
+        bound where it was assumed, and otherwise as it was, keeps its record: the
+        confirmation changes nothing a filter reads."""
+        node = pod.spec.node_name if pod is not None else None
+        source = self.assumed.pop(key, None)
+        if source is not None and pod is not None and node:
+            prev = self.pods.get(key)
+            if prev is not None and prev.node == node and same_but_node(source, pod):
+                return
+        self._set(key, pod, node)
 
     def assume(self, key: str, pod: Pod, node: str) -> None:
         """The pod counts on ``node`` before it is bound there (Reserve, as kube-scheduler's
         assumed pods): until :meth:`update` says what became of it."""
+        self.assumed.pop(key, None)
         self._set(key, pod, node)
+        if key in self.pods:
+            self.assumed[key] = pod
 
     def _set(self, key: str, pod: Pod | None, node: str | None) -> None:
         prev = self.pods.pop(key, None)
@@ -411,7 +442,7 @@ class NodeUsage:
             self._remove(prev)
         if pod is None or not node:
             return
-        if isinstance(pod.status, Mapping) and pod.status.get("phase") in ("Succeeded", "Failed"):
+        if _phase(pod) in ("Succeeded", "Failed"):
             return
         bound = self._record(key, pod, node)
         self.pods[key] = bound

@@ -151,7 +151,7 @@ class Scheduler:
             obj = new if new is not None else old
             if self._started and isinstance(obj, Pod):  # before start(), start() reads them all
                 key = f"{obj.namespace}/{obj.name}"
-                if key in self.binding and not (isinstance(new, Pod) and new.spec.node_name):
+                if key in self.binding:
                     return  # assumed on its node until its binding cycle ends
                 self.cache.usage.update(key, new if isinstance(new, Pod) else None)
             return

@@ -280,10 +280,14 @@ class Cluster:
         (its resourceVersion), so nothing the caller holds is changed, and sub-objects
         are shared with ``obj`` (stored objects are never mutated)."""
         key = key_of(obj)
-        old = self._objects[obj.kind].get(key)
+        return self._replace(key, self._objects[obj.kind].get(key), obj, {})
+
+    def _replace(self, key: str, old: TypedObject | None, obj: T, update: dict[str, Any]) -> T:
+        """:meth:`replace` of ``obj`` with the fields in ``update`` (a copy's, in one)
+        over ``old``, the object stored under ``key``."""
         self._resource_version += 1
         meta = obj.metadata.model_copy(update={"resource_version": str(self._resource_version)})
-        stored = obj.model_copy(update={"metadata": meta})
+        stored = obj.model_copy(update={**update, "metadata": meta})
         self._store(stored, old, key)
         return stored
 
@@ -328,9 +332,7 @@ class Cluster:
         if rv is not None and rv != current.metadata.resource_version:
             raise WriteConflict(f"claim {key} changed since it was read (resourceVersion {rv}, "
                                 f"now {current.metadata.resource_version})")
-        stored = self.replace(claim)
-        assert isinstance(stored, ResourceClaim)
-        return stored
+        return self._replace(key, current, claim, {})
 
     def bind_pod(self, pod: Pod, node: str) -> None:
         """``pods/binding``: refused (a conflict) for a pod that is gone, is another pod
@@ -341,8 +343,8 @@ class Cluster:
             raise WriteConflict(f"pod {key} was deleted")
         if current.spec.node_name:
             raise WriteConflict(f"pod {key} is already assigned to node {current.spec.node_name}")
-        self.replace(current.model_copy(
-            update={"spec": current.spec.model_copy(update={"node_name": node})}))
+        self._replace(key, current, current,
+                      {"spec": current.spec.model_copy(update={"node_name": node})})
 
     def unreserve_claim(self, written: ResourceClaim, pod: Pod, *,
                         allocated: bool) -> ResourceClaim | None:

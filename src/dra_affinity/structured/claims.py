@@ -30,7 +30,7 @@ class RequestSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capacity_key", tuple(sorted(self.capacity.items())))
-        object.__setattr__(self, "needs_capacity", any(q.value > 0 for q in self.capacity.values()))
+        object.__setattr__(self, "needs_capacity", any(q.num > 0 for q in self.capacity.values()))
 
 
 @dataclass(frozen=True)
