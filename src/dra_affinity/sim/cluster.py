@@ -13,7 +13,7 @@ are deleted).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -94,6 +94,7 @@ class Cluster:
         # The slices as the scheduler reads them, at a generation; per slice, the last reading.
         self._slices_read: tuple[int, EffectiveSlices] | None = None
         self._slices_memo: dict[str, tuple[ResourceSlice, SliceExtractors]] = {}
+        self._classes: dict[str, DeviceClass] | None = None  # see classes()
 
     # ------------------------------------------------------------------ reads
     def get(self, kind: str, key: str) -> TypedObject | None:
@@ -117,8 +118,13 @@ class Cluster:
     def claims(self) -> list[ResourceClaim]:
         return [c for c in self._objects["ResourceClaim"].values() if isinstance(c, ResourceClaim)]
 
-    def classes(self) -> dict[str, DeviceClass]:
-        return {k: v for k, v in self._objects["DeviceClass"].items() if isinstance(v, DeviceClass)}
+    def classes(self) -> Mapping[str, DeviceClass]:
+        """The DeviceClasses by name: one mapping until a class changes (every attempt
+        reads it; a cluster has a handful of classes, and they seldom change)."""
+        if self._classes is None:
+            self._classes = {k: v for k, v in self._objects["DeviceClass"].items()
+                             if isinstance(v, DeviceClass)}
+        return self._classes
 
     def pod(self, key: str) -> Pod | None:
         p = self._objects["Pod"].get(key)
@@ -192,6 +198,8 @@ class Cluster:
     def _store(self, obj: TypedObject, old: TypedObject | None, key: str) -> None:
         self._objects[obj.kind].put(key, obj)
         self.generation += 1
+        if obj.kind == "DeviceClass":
+            self._classes = None
         self._note_nodes(obj)
         for li in self.listeners:
             li.on_change(obj.kind, old, obj)
@@ -297,6 +305,8 @@ class Cluster:
         if old is None:
             return None
         self.generation += 1
+        if kind == "DeviceClass":
+            self._classes = None
         for li in self.listeners:
             li.on_change(kind, old, None)
         if isinstance(old, Pod):
