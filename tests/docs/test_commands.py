@@ -217,7 +217,10 @@ def test_documented_command_works(cmd: Command, repo_copy: Path) -> None:
 def test_every_page_has_runnable_commands() -> None:
     """A page whose commands were all moved out of sh/console blocks would pass vacuously."""
     pages = {c.page for c in ALL}
-    missing = [p for p in PAGES if p not in pages and p not in ("docs/decisions.md", "docs/cel.md")]
+    # decisions.md and cel.md state choices; the bug report's one command is a cluster test,
+    # which .ci/run's cluster suite runs (a documented command must not run a suite again).
+    without = ("docs/decisions.md", "docs/cel.md", "docs/upstream-bug-rawextension-immutable.md")
+    missing = [p for p in PAGES if p not in pages and p not in without]
     assert not missing, f"pages without a runnable command: {missing}"
 
 
