@@ -17,13 +17,14 @@ from dra_affinity.api.io import (
     parse_object,
     read_paths,
 )
-from dra_affinity.api.keys import namespaced_key
+from dra_affinity.api.keys import key_of, namespaced_key
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.resource import (
     DeviceClass,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
+    subrequest_name,
 )
 from dra_affinity.cel import (
     SHARING_AFFINITY_CEL_MAX_COST,
@@ -106,7 +107,7 @@ def _claim_requests(claim: ResourceClaim, request: str | None) -> list[tuple[str
         if r.exactly is not None:
             requests.append((r.name, r.exactly.device_class_name))
         for sub in r.first_available:
-            requests.append((f"{r.name}/{sub.name}", sub.device_class_name))
+            requests.append((subrequest_name(r.name, sub.name), sub.device_class_name))
     if request is not None:
         requests = [x for x in requests if x[0] == request or x[0].split("/", 1)[0] == request]
         if not requests:
@@ -169,7 +170,7 @@ def evaluate_extractors(slices: Sequence[ResourceSlice], claim: ResourceClaim,
     read, _ = effective_slices(slices)
     declaring = {(s.spec.driver, s.spec.pool.name) for s in read.slices
                  if s.spec.sharing_affinity or s.metadata.name in read.problems}
-    out: dict[str, Any] = {"claim": f"{claim.namespace}/{claim.name}", "pools": []}
+    out: dict[str, Any] = {"claim": key_of(claim), "pools": []}
     for pid, pool in gather_pools(read.slices, read.problems).items():
         if pid not in declaring:
             continue

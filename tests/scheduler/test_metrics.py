@@ -72,3 +72,15 @@ def test_importing_the_library_changes_no_process_wide_setting() -> None:
         "assert gc.get_threshold() == before and gc.get_freeze_count() == 0, 'gc changed'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_per_pool_gauges_name_a_pool_whose_name_holds_a_slash() -> None:
+    """Pool names are DNS subdomains joined by ``/``: the device ID is cut at the first
+    and the last ``/``, not at the second."""
+    pool = "node-1/nics"
+    env = Env(nic_class(), meta_slice("node-1", pool=pool), device_slice("node-1", ["eth1"], pool=pool))
+    env.add_pod("a", nic_params("X"))
+    env.schedule("a")
+    text = env.scheduler.metrics.exposition()
+    assert ('sharing_affinity_pool_locked_devices{driver="networking.example.com",pool="node-1/nics"} 1.0'
+            in text), text

@@ -1,4 +1,5 @@
-"""How an object is named in a store: one rule for the simulator, the informers and files.
+"""How an object is named in a store: one rule for the simulator, the informers, the
+scheduler and files.
 
 As client-go's ``MetaNamespaceKeyFunc``: ``namespace/name`` for namespaced kinds,
 ``name`` for cluster-scoped ones. An object without a namespace is in ``default``, as

@@ -229,6 +229,25 @@ class ResourceClaimSpec(K8sModel):
     devices: DeviceClaim = Field(default_factory=DeviceClaim)
 
 
+def subrequest_name(request: str, subrequest: str) -> str:
+    """How constraints, configs and allocation results name a ``firstAvailable`` entry."""
+    return f"{request}/{subrequest}"
+
+
+def device_id(driver: str, pool: str, device: str) -> str:
+    """A device's ID as Kubernetes' ``DeviceID`` prints it: ``driver/pool/device``."""
+    return f"{driver}/{pool}/{device}"
+
+
+def parse_device_id(did: str) -> tuple[str, str, str]:
+    """(driver, pool, device) of a :func:`device_id`. A pool name may hold ``/`` (DNS
+    subdomains joined by it); a driver name (a DNS subdomain) and a device name (a DNS
+    label) never do, so the driver ends at the first ``/`` and the device follows the last."""
+    driver, _, rest = did.partition("/")
+    pool, _, device = rest.rpartition("/")
+    return driver, pool, device
+
+
 class DeviceRequestAllocationResult(K8sModel):
     request: str
     driver: str
@@ -243,7 +262,7 @@ class DeviceRequestAllocationResult(K8sModel):
 
     @property
     def device_id(self) -> str:
-        return f"{self.driver}/{self.pool}/{self.device}"
+        return device_id(self.driver, self.pool, self.device)
 
 
 class DeviceAllocationConfiguration(K8sModel):
@@ -354,4 +373,7 @@ __all__ = [
     "ResourceSlice",
     "ResourceSliceSpec",
     "SharingAffinityExtractor",
+    "device_id",
+    "parse_device_id",
+    "subrequest_name",
 ]

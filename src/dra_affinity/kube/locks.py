@@ -12,6 +12,7 @@ from typing import Any
 
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
+from dra_affinity.scheduler.locks import listed_devices
 from dra_affinity.scheduler.scheduler import Scheduler
 from dra_affinity.structured.affinity import AffinityStatus
 
@@ -43,26 +44,11 @@ class _Sink:
 
 
 def lock_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
-    """Devices of pools that declare sharing affinity, and every allocated device:
-    status, lock, holders (and why, when Unreconstructable), in slice order."""
+    """The devices :func:`~dra_affinity.scheduler.locks.listed_devices` names: status,
+    lock, holders (and why, when Unreconstructable)."""
     state = scheduler.state
-    pools = scheduler.snapshot().pools
-    ids: list[str] = []
-    seen: set[str] = set()
-    for s in scheduler.view.slices():
-        pool = pools.get((s.spec.driver, s.spec.pool.name))
-        declares = pool is not None and pool.declares_sharing_affinity
-        for d in s.spec.devices:
-            did = f"{s.spec.driver}/{s.spec.pool.name}/{d.name}"
-            if did not in seen and (declares or state.is_allocated(did)):
-                ids.append(did)
-                seen.add(did)
-    for did in sorted(state.devices()):
-        if did not in seen and state.is_allocated(did):
-            ids.append(did)
-            seen.add(did)
     rows: list[dict[str, Any]] = []
-    for did in ids:
+    for did in listed_devices(scheduler):
         st = state.affinity(did)
         shares = state.shares(did)
         row: dict[str, Any] = {

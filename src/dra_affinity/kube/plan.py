@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dra_affinity.api.resource import device_id
 from dra_affinity.features import Features
 from dra_affinity.scheduler.scheduler import Scheduler
 
@@ -99,7 +100,7 @@ def _side(api: Api, listed: Mapping[str, list[dict[str, Any]]],
         view.apply(Change(kind, REPLACE, objects=slices if kind == "ResourceSlice" else listed[kind]))
         view.apply(Change(kind, SYNCED))
     sched, _ = started_scheduler(view, features)
-    published = {f"{s.spec.driver}/{s.spec.pool.name}/{d.name}"
+    published = {device_id(s.spec.driver, s.spec.pool.name, d.name)
                  for s in view.slices() for d in s.spec.devices}
     return _Side(sched, {r["device"]: r for r in lock_rows(sched)}, published)
 

@@ -52,6 +52,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge, GCCollector, Histogram
 
 from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.podclaims import claim_key
 from dra_affinity.api.resource import ResourceClaim, ResourceSlice
@@ -291,14 +292,14 @@ class SchedulerProcess:
     def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         if new is None:
             if old is not None:
-                self.queue.delete(f"{old.namespace}/{old.name}")
+                self.queue.delete(key_of(old))
                 if old.spec.node_name:
                     self._event(ClusterEvent.ASSIGNED_POD_DELETE)
             return
         if new.spec.node_name and (old is None or not old.spec.node_name
                                    or old.metadata.labels != new.metadata.labels):
             self._event(ClusterEvent.ASSIGNED_POD_ADD)
-        key = f"{new.namespace}/{new.name}"
+        key = key_of(new)
         if new.spec.node_name or new.metadata.deletion_timestamp or \
                 new.spec.scheduler_name != self.options.scheduler_name or new.spec.scheduling_gates:
             self.queue.delete(key)
@@ -320,7 +321,7 @@ class SchedulerProcess:
                     not isinstance(new, ResourceClaim) or new.status.allocation is None):
                 self._event(ClusterEvent.CLAIM_RELEASE)
             if new is not None:
-                self._event(ClusterEvent.CLAIM_CHANGE, claim=f"{obj.namespace}/{obj.name}",
+                self._event(ClusterEvent.CLAIM_CHANGE, claim=key_of(obj),
                             namespace=obj.namespace)
         elif kind == "ResourceSlice":
             self._slices_changed = True

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.podclaims import PODS, claim_key, recorded_claim_name
 from dra_affinity.api.resource import RESERVED_FOR_MAX, DeviceClass, ResourceClaim, ResourceSlice
@@ -393,7 +394,7 @@ class KubeView:
 
     # ================================================================== PreBind
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
-        key = f"{claim.namespace}/{claim.name}"
+        key = key_of(claim)
         with self.lock:
             cached = self.claim(key)
             raw = self.raw("ResourceClaim", key)
@@ -516,7 +517,7 @@ class KubeView:
         """POST ``pods/binding`` with the pod's UID as precondition. A lost answer or a
         409 is settled by reading the pod: bound to this node is success (an earlier
         answer of ours was lost); unreadable, it may be bound (``maybe_applied``)."""
-        key = f"{pod.namespace}/{pod.name}"
+        key = key_of(pod)
         body = {"apiVersion": "v1", "kind": "Binding",
                 "metadata": {"name": pod.name, "namespace": pod.namespace,
                              **({"uid": pod.metadata.uid} if pod.metadata.uid else {})},
@@ -538,7 +539,7 @@ class KubeView:
     def _settle_binding(self, pod: Pod, node: str, e: ApiError) -> None:
         """After a binding that failed with a conflict or a lost answer: return when the
         pod is bound to ``node``; raise what the scheduler must know otherwise."""
-        key = f"{pod.namespace}/{pod.name}"
+        key = key_of(pod)
         try:
             cur = self._read("Pod", pod.name, pod.namespace)
         except WriteFailed as unread:
@@ -563,7 +564,7 @@ class KubeView:
         only when ``allocated`` and the server holds exactly ``written``'s with no other
         consumer; drop the delete-protection finalizer from a claim left unallocated.
         Each write on the resourceVersion read (a 409 reads again)."""
-        key = f"{written.namespace}/{written.name}"
+        key = key_of(written)
         mine = written.status.allocation.to_dict() if written.status.allocation is not None else None
         uid = pod.metadata.uid or ""
         for _ in range(MAX_WRITE_ATTEMPTS):
@@ -603,7 +604,7 @@ class KubeView:
         only when its reason or message changes (as kube-scheduler's status update): a pod
         that stays unschedulable for the same reason costs no write per attempt. Returns
         whether it wrote."""
-        key = f"{pod.namespace}/{pod.name}"
+        key = key_of(pod)
         message = message[:MAX_CONDITION_MESSAGE]
         cur = pod_scheduled(pod.status)
         with self.lock:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.resource import ResourceClaim
 from dra_affinity.observe.metrics import COMPATIBLE_REUSE, SchedulerMetrics
 
@@ -53,7 +54,7 @@ class Written:
 
     @property
     def key(self) -> str:
-        return f"{self.asked.namespace}/{self.asked.name}"
+        return key_of(self.asked)
 
 
 @dataclass
@@ -94,7 +95,7 @@ def prebind(view: ClusterView, binding: Binding) -> None:
     """PreBind: write each claim that changes (allocation, reservation). Raises the
     view's :class:`~.view.WriteError`; what was written is in ``binding.written``."""
     for c in binding.claims:
-        key = f"{c.namespace}/{c.name}"
+        key = key_of(c)
         if key not in binding.changes:
             continue
         allocated = c.status.allocation is not None and key in binding.cycle.allocating

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dra_affinity.api.core import Pod
-from dra_affinity.api.podclaims import claim_name, reserved_for_others
-from dra_affinity.api.resource import RESERVED_FOR_MAX, DeviceClass, ResourceClaim
+from dra_affinity.api.keys import key_of
+from dra_affinity.api.podclaims import claim_key, claim_name, reserved_for_others
+from dra_affinity.api.resource import RESERVED_FOR_MAX, DeviceClass, ResourceClaim, subrequest_name
 from dra_affinity.features import Features
 from dra_affinity.structured import reasons
 from dra_affinity.structured.allocator import Counters
@@ -104,7 +105,7 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
               shared: ExtractionCache | None,
               remembered: dict[Hashable, ExtractionResult] | None = None) -> CycleState:
     """Resolve the pod's claims and what to allocate; raises :class:`Abort`."""
-    key = f"{pod.namespace}/{pod.name}"
+    key = key_of(pod)
     unsupported = unsupported_placement(pod)
     if unsupported:
         raise Abort(Result.UNRESOLVABLE, Reason(
@@ -119,7 +120,7 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
     claims: list[ResourceClaim] = []
     for prc in pod.spec.resource_claims:
         name = claim_name(pod, prc)
-        claim = view.claim(f"{pod.namespace}/{name}")
+        claim = view.claim(claim_key(pod, prc))
         if claim is None:
             src = (f"template {prc.resource_claim_template_name}"
                    if prc.resource_claim_template_name else "resourceClaimName")
@@ -130,7 +131,7 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
     to_allocate: list[ClaimSpec] = []
     allocated: list[ResourceClaim] = []
     for c in claims:
-        ckey = f"{c.namespace}/{c.name}"
+        ckey = key_of(c)
         if c.status.allocation is not None:
             others = reserved_for_others(c, pod)
             if len(others) >= RESERVED_FOR_MAX:
@@ -139,7 +140,7 @@ def prefilter(view: ClusterView, features: Features, pod: Pod,
             allocated.append(c)
             continue
         to_allocate.append(claim_spec(c, classes))
-    memo = ExtractionMemo({f"{c.namespace}/{c.name}": c for c in claims}, classes, shared=shared,
+    memo = ExtractionMemo({key_of(c): c for c in claims}, classes, shared=shared,
                           remembered=remembered)
     return CycleState(pod, key, claims, to_allocate, allocated, memo, _hooks(features, claims, memo),
                       placement=placement)
@@ -150,14 +151,14 @@ def _hooks(features: Features, claims: list[ResourceClaim],
     """The experiments that are on, or None: the stable path."""
     if not (features.never_set_lock or features.preferred_keys):
         return None
-    never = frozenset(f"{c.namespace}/{c.name}" for c in claims
+    never = frozenset(key_of(c) for c in claims
                       if features.never_set_lock and is_never_set_lock(c.metadata.annotations))
     return ExperimentHooks(never, memo.preferred if features.preferred_keys else None)
 
 
 def claim_spec(c: ResourceClaim, classes: Mapping[str, DeviceClass]) -> ClaimSpec:
     """A claim reduced to what the allocator reads; a missing class is unresolvable."""
-    ckey = f"{c.namespace}/{c.name}"
+    ckey = key_of(c)
 
     def selectors(class_name: str, own: list[Any], req: str) -> tuple[str, ...]:
         cls = classes.get(class_name)
@@ -179,7 +180,7 @@ def claim_spec(c: ResourceClaim, classes: Mapping[str, DeviceClass]) -> ClaimSpe
                 e.allocation_mode == "All", e.count or 1,
                 dict(e.capacity.requests) if e.capacity else {}))
         for s in r.first_available:
-            full = f"{r.name}/{s.name}"
+            full = subrequest_name(r.name, s.name)
             alts.append(RequestSpec(
                 full, r.name, s.device_class_name, selectors(s.device_class_name, s.selectors, full),
                 s.allocation_mode == "All", s.count or 1,

@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.meta import TypedObject
-from dra_affinity.api.resource import DeviceClass, ResourceClaim
+from dra_affinity.api.resource import DeviceClass, ResourceClaim, parse_device_id
 from dra_affinity.cel import OutcomeKind
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import EVALUATIONS, SchedulerMetrics
@@ -81,7 +82,7 @@ class Reconstructor:
         obj = new if new is not None else old
         if obj is None:
             return
-        key = f"{obj.namespace}/{obj.name}"
+        key = key_of(obj)
         if key in self.cache.in_flight:
             return
         self.account(key, new if isinstance(new, ResourceClaim) else None)
@@ -128,7 +129,7 @@ class Reconstructor:
         cache = self.cache
         state = cache.state
         enabled = cache.features.sharing_affinity
-        key = f"{claim.namespace}/{claim.name}"
+        key = key_of(claim)
         memo = ExtractionMemo({key: claim}, cache.view.classes())
         recorded: list[ResultTuple] = []
         for r in alloc.devices.results:
@@ -192,7 +193,7 @@ class Reconstructor:
         if not changed:
             return
         classes = cache.view.classes()
-        claims = {f"{c.namespace}/{c.name}": c for c in cache.view.claims()}
+        claims = {key_of(c): c for c in cache.view.claims()}
         for did in sorted(cache.state.devices()):
             info = snap.devices.get(did)
             pid = info.pool_info.id if info is not None else _pool_of(did)
@@ -259,7 +260,7 @@ def _window(did: str, info: DeviceInfo | None, snap: Snapshot) -> str | None:
 
 
 def _pool_of(did: str) -> tuple[str, str]:
-    driver, pool = did.split("/")[:2]
+    driver, pool, _ = parse_device_id(did)
     return driver, pool
 
 

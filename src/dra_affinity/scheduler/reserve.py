@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.podclaims import is_reserved_for, reservation
 from dra_affinity.api.resource import (
     AllocationResult,
@@ -24,6 +25,7 @@ from dra_affinity.api.resource import (
     DeviceClass,
     DeviceRequestAllocationResult,
     ResourceClaim,
+    subrequest_name,
 )
 from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import (
@@ -53,7 +55,7 @@ def refresh_claims(view: ClusterView, cyc: CycleState) -> Reason | None:
     planned = {c.key for c in cyc.to_allocate}
     fresh: list[ResourceClaim] = []
     for c in cyc.claims:
-        key = f"{c.namespace}/{c.name}"
+        key = key_of(c)
         now = view.claim(key)
         if now is None:
             return Reason(reasons.RESERVE_CONFLICT, f"claim {key} was deleted since Filter",
@@ -151,7 +153,7 @@ def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, Device
     written: list[ResourceClaim] = []
     changes: set[str] = set()
     for c in cyc.claims:
-        ckey = f"{c.namespace}/{c.name}"
+        ckey = key_of(c)
         reserved = list(c.status.reserved_for)
         if not is_reserved_for(c, cyc.pod):
             reserved.append(reservation(cyc.pod))
@@ -186,7 +188,7 @@ def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
         if r.exactly is not None:
             req_class[r.name] = r.exactly.device_class_name
         for s in r.first_available:
-            req_class[f"{r.name}/{s.name}"] = s.device_class_name
+            req_class[subrequest_name(r.name, s.name)] = s.device_class_name
     used = sorted({s.request for s in shares})
     by_class: dict[str, list[str]] = {}
     for req in used:
@@ -224,7 +226,7 @@ def allocation_rows(c: ResourceClaim) -> list[dict[str, Any]]:
         return rows
     for r in c.status.allocation.devices.results:
         rows.append({
-            "claim": f"{c.namespace}/{c.name}",
+            "claim": key_of(c),
             "request": r.request,
             "device": r.device_id,
             "shareID": r.share_id,

@@ -42,8 +42,10 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from dra_affinity.api.core import Pod
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.meta import TypedObject
 from dra_affinity.api.podclaims import pod_claim_keys, reserved_for_others
+from dra_affinity.api.resource import parse_device_id
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import (
@@ -138,7 +140,7 @@ class Scheduler:
         self.indexed.warm()
         self.cache.usage = NodeUsage()
         for pod in self.view.pods():
-            self.cache.usage.update(f"{pod.namespace}/{pod.name}", pod)
+            self.cache.usage.update(key_of(pod), pod)
         self._started = True
         self._refresh_gauges()
 
@@ -150,7 +152,7 @@ class Scheduler:
         if kind == "Pod":
             obj = new if new is not None else old
             if self._started and isinstance(obj, Pod):  # before start(), start() reads them all
-                key = f"{obj.namespace}/{obj.name}"
+                key = key_of(obj)
                 if key in self.binding:
                     return  # assumed on its node until its binding cycle ends
                 self.cache.usage.update(key, new if isinstance(new, Pod) else None)
@@ -384,7 +386,7 @@ class Scheduler:
                 continue
             if reserved_for_others(c, pod):
                 continue  # the claim stays allocated for its other consumers
-            ckey = f"{c.namespace}/{c.name}"
+            ckey = key_of(c)
             for did, _req, _sid in self.cache.recorded.get(ckey, []):
                 for sh in self.state.shares(did):
                     if sh.claim == ckey:
@@ -418,7 +420,7 @@ class Scheduler:
         per_pool: dict[tuple[str, str], tuple[int, int]] = {}
         locked = unrec = 0
         for did, st in self.state.affinity_states.items():
-            driver, pool, _ = did.split("/", 2)
+            driver, pool, _ = parse_device_id(did)
             lk, ur = per_pool.get((driver, pool), (0, 0))
             if st.status is AffinityStatus.LOCKED:
                 locked += 1

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from dra_affinity.api.core import Node, Pod
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.scheduler.view import Listener, WriteConflict, WriteError, WriteFailed
 
@@ -119,7 +120,7 @@ class FaultInjectingView:
 
     # ------------------------------------------------------------------ writes
     def write_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
-        failure = self._inject("claim", f"{claim.namespace}/{claim.name}")
+        failure = self._inject("claim", key_of(claim))
         if failure is None:
             return self.cluster.write_claim_status(claim)
         if failure.applied:
@@ -127,7 +128,7 @@ class FaultInjectingView:
         raise failure.error()
 
     def bind_pod(self, pod: Pod, node: str) -> None:
-        failure = self._inject("bind", f"{pod.namespace}/{pod.name}")
+        failure = self._inject("bind", key_of(pod))
         if failure is None:
             self.cluster.bind_pod(pod, node)
             return
@@ -137,7 +138,7 @@ class FaultInjectingView:
 
     def unreserve_claim(self, written: ResourceClaim, pod: Pod, *,
                         allocated: bool) -> ResourceClaim | None:
-        failure = self._inject("unreserve", f"{written.namespace}/{written.name}")
+        failure = self._inject("unreserve", key_of(written))
         if failure is None:
             return self.cluster.unreserve_claim(written, pod, allocated=allocated)
         if failure.applied:

@@ -16,6 +16,7 @@ from dra_affinity.api.meta import TypedObject
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
+from dra_affinity.scheduler.locks import listed_devices
 from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.sim.cluster import Cluster, WriteResult
 from dra_affinity.sim.faults import Failure, Fault, FaultInjectingView
@@ -208,25 +209,8 @@ class Simulation:
         return st.status.label, lock, claims
 
     def devices_output(self) -> list[dict[str, Any]]:
-        ids: list[str] = []
-        seen: set[str] = set()
-        pools = self.scheduler.snapshot().pools
-        for s in self.cluster.slices():
-            pool = pools.get((s.spec.driver, s.spec.pool.name))
-            declares = pool is not None and pool.declares_sharing_affinity
-            for d in s.spec.devices:
-                did = f"{s.spec.driver}/{s.spec.pool.name}/{d.name}"
-                if did in seen:
-                    continue
-                if declares or self.scheduler.state.is_allocated(did):
-                    ids.append(did)
-                    seen.add(did)
-        for did in sorted(self.scheduler.state.devices()):
-            if did not in seen and self.scheduler.state.is_allocated(did):
-                ids.append(did)
-                seen.add(did)
         out = []
-        for did in ids:
+        for did in listed_devices(self.scheduler):
             status, lock, claims = self.device_view(did)
             entry: dict[str, Any] = {"device": did, "status": status, "lock": lock, "claims": claims,
                                      "holders": [{"claim": sh.claim, "request": sh.request}

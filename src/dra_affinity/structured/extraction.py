@@ -25,6 +25,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from dra_affinity.api.keys import key_of
 from dra_affinity.api.resource import SHARING_AFFINITY_CEL_MAX_COST, DeviceClass, ResourceClaim
 from dra_affinity.cel import ConfigObject, ExtractionResult, Extractor, OutcomeKind, extract
 
@@ -223,5 +224,5 @@ def identity_key(pool: PoolInfo, claim: ResourceClaim, request: str,
     meta = claim.metadata
     cls = (device_class.metadata.uid, device_class.metadata.generation, device_class.name) \
         if device_class is not None else None
-    return (meta.uid or f"{claim.namespace}/{claim.name}", meta.generation, request,
+    return (meta.uid or key_of(claim), meta.generation, request,
             pool.extraction_token, cls)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dra_affinity.api.meta import NodeSelector
-from dra_affinity.api.resource import Device, ResourceSlice
+from dra_affinity.api.resource import Device, ResourceSlice, device_id
 from dra_affinity.structured.experiments import split_preferred
 from dra_affinity.structured.model import DeviceInfo, PoolID, PoolInfo
 from dra_affinity.structured.nodes import node_selector_matches
@@ -141,7 +141,7 @@ class Snapshot:
         slice_of: dict[str, ResourceSlice] = {}
         node_local: dict[str, bool] = {}
         for i, (s, d, pi) in enumerate(ordered):
-            did = f"{pi.driver}/{pi.name}/{d.name}"
+            did = device_id(pi.driver, pi.name, d.name)
             if did in devices:
                 continue  # duplicate device names: the pool is marked invalid by gathering
             devices[did] = DeviceInfo(did, pi.driver, pi.name, d.name, s.metadata.name, d, pi, i,

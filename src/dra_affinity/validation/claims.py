@@ -24,6 +24,7 @@ from dra_affinity.api.resource import (
     ResourceClaimSpec,
     ResourceClaimStatus,
     ResourceClaimTemplate,
+    subrequest_name,
 )
 from dra_affinity.validation._common import (
     _REQUEST_REF_MSG,
@@ -91,7 +92,7 @@ def _request_names(claim: DeviceClaim) -> set[str]:
     names: set[str] = set()
     for r in claim.requests:
         names.add(r.name)
-        names.update(f"{r.name}/{s.name}" for s in r.first_available)
+        names.update(subrequest_name(r.name, s.name) for s in r.first_available)
     return names
 
 
