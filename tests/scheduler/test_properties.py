@@ -787,3 +787,31 @@ def test_concurrent_pods_joining_allocated_claim() -> None:
     c = env.cluster.claim("default/c")
     assert c is not None
     assert sorted(r.name for r in c.status.reserved_for) == ["a", "b", "d"]
+
+
+def test_batch_pod_does_not_allocate_a_claim_an_earlier_write_left_unknown() -> None:
+    """Found by the state machine: pods a and b use one claim c and are scheduled
+    together. a's PreBind write of c times out (not stored) and Unreserve cannot undo
+    it on the server, so c is unresolved and held as a's write asked. b had passed
+    PreFilter before that; Reserve must now refuse c (as PreFilter would), or b
+    allocates c a second time while the cache still holds a's share: the cache then
+    has two shares where the cluster has one."""
+    eth1 = dev("node-1", "eth1")
+    env = Env(nic_class(), meta_slice("node-1"), device_slice("node-1", ["eth1"], slots="2"))
+    env.apply(claim("c", nic_params("subnet-A")))
+    env.apply(pod("a", ["c"]))
+    env.apply(pod("b", ["c"]))
+    env.view.fail("claim", "default/c", Failure(Fault.TIMEOUT, False))
+    env.view.fail("unreserve", "default/c", Failure(Fault.SERVER_ERROR, False))
+    first, second = env.scheduler.schedule_concurrently(["default/a", "default/b"])
+    assert first.result is Result.ERROR and second.result is Result.ERROR
+    assert "not known yet" in second.message
+    assert "default/c" in env.scheduler.unresolved
+    assert len(env.scheduler.state.shares(eth1)) == 1  # a's write, held as asked
+    c = env.cluster.claim("default/c")
+    assert c is not None and c.status.allocation is None
+    # The next attempt reads c back first: the cache then holds what the server has.
+    assert env.schedule("b").result is Result.SCHEDULED
+    c = env.cluster.claim("default/c")
+    assert c is not None and c.status.allocation is not None
+    assert len(env.scheduler.state.shares(eth1)) == len(c.status.allocation.devices.results) == 1

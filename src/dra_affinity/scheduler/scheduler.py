@@ -232,7 +232,20 @@ class Scheduler:
                            message=msg)
         if pod.spec.node_name:
             return self._already_bound(pod, key)
-        claim_keys = pod_claim_keys(pod)
+        blocked = self._claims_unsettled(key, pod_claim_keys(pod))
+        if blocked is not None:
+            return blocked
+        try:
+            cyc = prefilter(self.view, self.features, pod, self.extraction_cache, self.outcomes)
+            self._filter(cyc, self.state)
+        except Abort as a:
+            return self._aborted(key, a)
+        return cyc
+
+    def _claims_unsettled(self, key: str, claim_keys: Sequence[str]) -> Attempt | None:
+        """The attempt's end when one of the pod's claims is not settled: an earlier write
+        left it unknown, or another pod's binding cycle is writing it. Asked at PreFilter
+        and again at Reserve (a pod earlier in the same batch may have unsettled it)."""
         unknown = [c for c in claim_keys if c in self.unresolved]
         if unknown:
             return self._error(key, Reason(
@@ -245,12 +258,7 @@ class Scheduler:
             msg = (f"claim {busy[0]} is being written for pod {self.cache.in_flight[busy[0]]} "
                    "(its binding is in flight); retrying")
             return self._failed(key, [Reason(reasons.RESERVE_CONFLICT, msg)], msg)
-        try:
-            cyc = prefilter(self.view, self.features, pod, self.extraction_cache, self.outcomes)
-            self._filter(cyc, self.state)
-        except Abort as a:
-            return self._aborted(key, a)
-        return cyc
+        return None
 
     def resolve(self) -> None:
         """Read back claims an earlier failed write left unknown, and account them as
@@ -298,6 +306,9 @@ class Scheduler:
         if cyc.chosen is None:
             why = cyc.reasons()
             return self._failed(cyc.key, why, fit_error_message(len(self.snapshot().nodes), why))
+        blocked = self._claims_unsettled(cyc.key, [f"{c.namespace}/{c.name}" for c in cyc.claims])
+        if blocked is not None:
+            return blocked
         node = cyc.chosen.node
         conflict = (refresh_claims(self.view, cyc) or placement_conflict(self.cache, cyc)
                     or reserve(self.state, self.snapshot(), cyc))
