@@ -91,40 +91,72 @@ def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
 
 
 class _Watcher:
-    """Pods of the namespace seen bound (time) and seen with PodScheduled=False."""
+    """Pods of the namespace seen bound (time) and seen with PodScheduled=False.
+
+    Lists, then watches from the list's resourceVersion, and lists again whenever the
+    watch cannot go on (410 Gone, a dropped stream): a pod bound meanwhile is found by
+    the list, so the wait for "every pod bound" cannot miss one. ``error`` keeps what
+    stopped the thread if anything but ``stop`` did."""
 
     def __init__(self, api: ClientApi, ns: str) -> None:
         self.api, self.ns = api, ns
         self.bound: dict[str, float] = {}
         self.unschedulable: set[str] = set()
+        self.error: BaseException | None = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def _see(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if obj.get("spec", {}).get("nodeName"):
+            self.bound.setdefault(name, time.monotonic())
+        for c in (obj.get("status") or {}).get("conditions") or ():
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                self.unschedulable.add(name)
+
+    def _list(self, path: str) -> str:
+        """Record every pod of the namespace; the list's resourceVersion."""
+        query: dict[str, str] = {"limit": "500"}
+        while True:
+            page = self.api.request("GET", path, query=query)
+            for obj in page.get("items") or ():
+                self._see(obj)
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return str(page["metadata"]["resourceVersion"])
+            query = {"limit": "500", "continue": cont}
+
     def _run(self) -> None:
         rv = ""
         path = f"/api/v1/namespaces/{self.ns}/pods"
-        while not self.stop.is_set():
-            try:
-                if not rv:
-                    rv = self.api.request("GET", path, query={"limit": "1"})["metadata"]["resourceVersion"]
-                for ev in self.api.watch(path, {"resourceVersion": rv, "allowWatchBookmarks": "true",
-                                                "timeoutSeconds": "30"}, 30.0):
-                    obj = ev.get("object") or {}
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if ev.get("type") in ("ADDED", "MODIFIED"):
-                        name = obj["metadata"]["name"]
-                        if obj.get("spec", {}).get("nodeName"):
-                            self.bound.setdefault(name, time.monotonic())
-                        for c in (obj.get("status") or {}).get("conditions") or ():
-                            if c.get("type") == "PodScheduled" and c.get("status") == "False":
-                                self.unschedulable.add(name)
-                    if self.stop.is_set():
-                        return
-            except ApiError as e:
-                if e.gone:
-                    rv = ""
-                time.sleep(0.2)
+        try:
+            while not self.stop.is_set():
+                try:
+                    if not rv:
+                        rv = self._list(path)
+                    for ev in self.api.watch(path, {"resourceVersion": rv, "allowWatchBookmarks": "true",
+                                                    "timeoutSeconds": "30"}, 30.0):
+                        obj = ev.get("object") or {}
+                        if ev.get("type") == "ERROR":
+                            rv = ""  # e.g. 410 Gone inside the stream: list again
+                            break
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        if ev.get("type") in ("ADDED", "MODIFIED"):
+                            self._see(obj)
+                        if self.stop.is_set():
+                            return
+                except ApiError as e:
+                    if e.gone or e.status == 0:
+                        rv = ""
+                    time.sleep(0.2)
+        except BaseException as e:  # kept for check(), not lost with the thread
+            self.error = e
+
+    def check(self) -> None:
+        """Raise if the thread stopped on its own."""
+        if not self.thread.is_alive() and not self.stop.is_set():
+            raise RuntimeError(f"the pod watcher stopped: {self.error!r}")
 
 
 def _proc_usage(pid: int) -> dict[str, float]:
@@ -205,6 +237,16 @@ class _Run:
         wait_until(lambda: any(v == 1.0 for _, v in _samples(self.our_metrics(), "dra_affinity_leader")),
                    300, "dra-affinity scheduler to lead and sync")
 
+    def check_alive(self, watcher: _Watcher) -> None:
+        """Stop the wait at once, with the reason, when nothing can bind the pods any
+        more: our scheduler exited (its log's tail is in the error) or the watcher died."""
+        watcher.check()
+        proc = self.sched.proc if self.sched is not None else None
+        if proc is not None and proc.poll() is not None:
+            tail = (self.tmp / "sched.log").read_text(errors="replace").splitlines()[-20:]
+            raise RuntimeError(f"dra-affinity scheduler exited with {proc.returncode}; "
+                               "last lines of its log:\n" + "\n".join(tail))
+
     # ------------------------------------------------------------------ the run
     def measure(self) -> dict[str, Any]:
         from controlplane import create_namespace
@@ -263,8 +305,8 @@ class _Run:
         out: dict[str, Any] = {"variant": variant, "run": self.index, "nodes": args.nodes,
                                "devicesPerNode": args.devices, "slots": args.slots, "pods": total}
         if args.unschedulable:
-            wait_until(lambda: len(watcher.unschedulable) >= total, args.timeout,
-                       "every pod to be tried once")
+            wait_until(lambda: self.check_alive(watcher) or len(watcher.unschedulable) >= total,
+                       args.timeout, "every pod to be tried once")
             tried_s = time.monotonic() - start
             soak_before, writes_before = self.usage(), self.apiserver_writes()
             time.sleep(args.soak)
@@ -280,6 +322,7 @@ class _Run:
         else:
             deadline = time.monotonic() + args.timeout
             while len(watcher.bound) < total and time.monotonic() < deadline:
+                self.check_alive(watcher)
                 time.sleep(0.2)
             bound = dict(watcher.bound)
             lat = [bound[n] - created[n] for n in bound if n in created]
