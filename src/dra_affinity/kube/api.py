@@ -1,20 +1,22 @@
 """The API server as the adapter uses it: raw JSON requests and watch streams.
 
-Everything goes through the official ``kubernetes`` client's transport
-(authentication, TLS, proxies from the kubeconfig) but not through its typed
-models, which drop fields they do not know (``spec.sharingAffinity`` among
-them). :class:`Api` is the small protocol the rest of the package needs;
+Everything goes through the official ``kubernetes`` client's configuration
+(authentication, TLS, proxies from the kubeconfig) and its urllib3 connection
+settings, but not through its typed models, which drop fields they do not know
+(``spec.sharingAffinity`` among them). :class:`Api` is the small protocol the rest of the package needs;
 :class:`ClientApi` implements it over ``kubernetes.client.ApiClient``, and the
 unit tests implement it in memory.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 __all__ = [
     "RESOURCES",
@@ -124,21 +126,114 @@ def _error_from(status: int, reason: str, data: bytes) -> ApiError:
     return ApiError(status, reason or str(body.get("reason", "")), message, body)
 
 
+# What urllib3's pool passes to each connection it opens (TLS, socket options); the
+# keep-alive connections below are opened with the same.
+_CONNECTION_KW = frozenset({
+    "cert_reqs", "ca_certs", "ca_cert_dir", "ca_cert_data", "cert_file", "key_file",
+    "key_password", "assert_hostname", "assert_fingerprint", "server_hostname", "ssl_context",
+    "ssl_version", "ssl_minimum_version", "ssl_maximum_version", "socket_options"})
+# A reused connection that fails so, without an answer, was closed by the server while idle.
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
+class _KeepAlive:
+    """One HTTP/1.1 keep-alive connection per thread to one API server, for requests
+    whose answer is read whole (watches stream through urllib3's pool).
+
+    A request is written with one ``sendall`` (headers and body together) and its
+    answer parsed by ``http.client``: two blocking calls, so the thread gives up the
+    GIL twice per request, where urllib3's pool does five or six times (a liveness
+    poll, headers and body sent apart, reads). Each give-up wakes another thread, a
+    cost the measurements showed larger than the request's own work. Connections are
+    opened by urllib3 with the pool's own settings (CA, client certificate, hostname
+    checks, socket options).
+
+    A reused connection the server closed while idle fails with no answer: the request
+    is sent once more on a new connection. The scheduler's writes carry a precondition
+    (a resourceVersion, the pod's UID) or are settled by reading back, so a repeat of one
+    the server did carry out is refused, not applied twice."""
+
+    def __init__(self, host: str, pool_kw: Mapping[str, Any]) -> None:
+        url = urlsplit(host)
+        self.https = url.scheme == "https"
+        self.hostname = url.hostname or "localhost"
+        self.port = url.port or (443 if self.https else 80)
+        self.base = url.path.rstrip("/")
+        default_port = 443 if self.https else 80
+        self.host_header = self.hostname if self.port == default_port else f"{self.hostname}:{self.port}"
+        if ":" in self.hostname and self.port != default_port:
+            self.host_header = f"[{self.hostname}]:{self.port}"
+        self.connection_kw = {k: v for k, v in pool_kw.items() if k in _CONNECTION_KW}
+        self._local = threading.local()
+
+    def _open(self, timeout: float) -> Any:
+        from urllib3.connection import HTTPConnection, HTTPSConnection
+
+        kw = self.connection_kw if self.https else {
+            k: v for k, v in self.connection_kw.items() if k == "socket_options"}
+        cls = HTTPSConnection if self.https else HTTPConnection
+        conn = cls(self.hostname, self.port, timeout=timeout, **kw)
+        conn.connect()
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
+    def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None,
+                timeout: float) -> tuple[int, str, bytes]:
+        """(status, reason, body) of one request; OSError or HTTPException when unanswered."""
+        lines = [f"{method} {self.base}{target} HTTP/1.1", f"Host: {self.host_header}",
+                 *(f"{k}: {v}" for k, v in headers.items())]
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        while True:
+            conn = getattr(self._local, "conn", None)
+            reused = conn is not None
+            if conn is None:
+                conn = self._local.conn = self._open(timeout)
+            try:
+                conn.sock.settimeout(timeout)
+                conn.sock.sendall(data)
+                resp = http.client.HTTPResponse(conn.sock, method=method)
+                resp.begin()
+                payload = resp.read()
+            except _STALE:
+                self.close()
+                if reused:
+                    continue
+                raise
+            except BaseException:
+                self.close()
+                raise
+            if resp.will_close:
+                self.close()
+            return resp.status, resp.reason, payload
+
+
 class ClientApi:
-    """:class:`Api` over the official client's connection pool (its transport only).
+    """:class:`Api` over the official client's configuration.
 
     The kubeconfig's TLS, client certificates, proxy and token (refreshed by the
-    client's hook when it expires) are the official client's; each request goes
-    straight to its urllib3 pool manager with headers built here, as client-go's
-    transport sends them: no per-request configuration, parameter sanitizing or
-    response model. Connections are kept alive and shared by every thread; the
-    pool keeps up to :meth:`keep_connections` idle ones, so that threads that send
-    at once do not each open (and then drop) a TLS connection."""
+    client's hook when it expires) are the official client's; requests are sent with
+    headers built here, as client-go's transport sends them: no per-request
+    configuration, parameter sanitizing or response model. Requests read whole go
+    over :class:`_KeepAlive` connections (through urllib3's pool when a proxy is
+    configured); watches stream through the pool, which keeps up to
+    :meth:`keep_connections` idle connections so that threads that watch or send at
+    once do not each open (and then drop) a TLS connection."""
 
     def __init__(self, api_client: Any) -> None:
         self.client = api_client
-        self._host = str(api_client.configuration.host).rstrip("/")
+        cfg = api_client.configuration
+        self._host = str(cfg.host).rstrip("/")
         self._headers = {k: str(v) for k, v in api_client.default_headers.items()}
+        pool_kw = api_client.rest_client.pool_manager.connection_pool_kw
+        self._direct = None if cfg.proxy else _KeepAlive(self._host, pool_kw)
 
     def keep_connections(self, count: int) -> None:
         """Keep up to ``count`` idle connections (one per thread that may hold a
@@ -146,27 +241,35 @@ class ClientApi:
         pool_kw = self.client.rest_client.pool_manager.connection_pool_kw
         pool_kw["maxsize"] = max(int(pool_kw.get("maxsize") or 1), count)
 
+    def _headers_for(self, accept: str, content_type: str | None) -> dict[str, str]:
+        headers = {**self._headers, "Accept": accept}
+        auth = self.client.configuration.auth_settings().get("BearerToken")
+        if auth and auth.get("value"):
+            headers["Authorization"] = str(auth["value"])
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        return headers
+
+    @staticmethod
+    def _encode(body: Any) -> bytes | None:
+        if body is None or isinstance(body, bytes):
+            return body
+        # Bodies are sent as compact JSON, as Go clients send them: the server keeps
+        # opaque parameters (RawExtension) byte for byte and later compares them so
+        # (a claim update whose parameters are spaced differently is "modified").
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
     def _send(self, method: str, path: str, body: Any, query: Mapping[str, str] | None,
               content_type: str, timeout: float | tuple[float, float],
               accept: str = "application/json", stream: bool = False) -> Any:
-        """The urllib3 response (read by the caller); ApiError when there is none."""
+        """The urllib3 response of a request through the pool; ApiError when there is none."""
         import urllib3
 
         url = self._host + path
         if query:
             url += "?" + urlencode(sorted(query.items()))
-        headers = {**self._headers, "Accept": accept}
-        auth = self.client.configuration.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            headers["Authorization"] = str(auth["value"])
-        data: bytes | None = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            # Bodies are sent as compact JSON, as Go clients send them: the server keeps
-            # opaque parameters (RawExtension) byte for byte and later compares them so
-            # (a claim update whose parameters are spaced differently is "modified").
-            data = body if isinstance(body, bytes) else \
-                json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        data = self._encode(body)
+        headers = self._headers_for(accept, content_type if data is not None else None)
         t = (urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple)
              else urllib3.Timeout(total=timeout))
         try:
@@ -193,10 +296,22 @@ class ClientApi:
                          query: Mapping[str, str] | None, content_type: str,
                          timeout: float | None, accept: str = "application/json") -> bytes:
         """One request's answer as bytes; ApiError on a non-2xx status."""
-        resp = self._send(method, path, body, query, content_type, timeout or 30.0, accept)
-        data: bytes = resp.data
-        if not 200 <= int(resp.status) < 300:
-            raise _error_from(int(resp.status), str(resp.reason or ""), data)
+        import urllib3
+
+        if self._direct is None:
+            resp = self._send(method, path, body, query, content_type, timeout or 30.0, accept)
+            status, reason, data = int(resp.status), str(resp.reason or ""), bytes(resp.data)
+        else:
+            target = path + ("?" + urlencode(sorted(query.items())) if query else "")
+            sent = self._encode(body)
+            headers = self._headers_for(accept, content_type if sent is not None else None)
+            try:
+                status, reason, data = self._direct.request(method, target, headers, sent,
+                                                            timeout or 30.0)
+            except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as e:
+                raise ApiError(0, type(e).__name__, str(e)) from None
+        if not 200 <= status < 300:
+            raise _error_from(status, reason, data)
         return data
 
     def watch(self, path: str, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
