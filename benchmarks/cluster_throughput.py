@@ -355,6 +355,10 @@ class _Run:
                 _samples(text, "dra_affinity_rest_client_rate_limiter_duration_seconds_sum")}
             out["requestsPerBoundPod"] = round(sum(
                 v for _, v in _samples(text, "dra_affinity_rest_client_requests_total")) / n, 2)
+            # Scheduling attempts by result (a pod tried again costs the loop another scan).
+            out["attemptsPerBoundPod"] = {
+                labels["result"]: round(v / n, 3) for labels, v in
+                _samples(text, "dra_affinity_schedule_attempts_total")}
         if profiler is not None:
             out["profile"] = self._profile_stop(profiler)
         if self.sched is not None:
