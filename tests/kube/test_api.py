@@ -38,7 +38,7 @@ class _Server:
             def _any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 outer.seen.append({"method": self.command, "path": self.path,
-                                   "headers": dict(self.headers), "conn": id(self.connection),
+                                   "headers": dict(self.headers), "conn": self.client_address,
                                    "body": self.rfile.read(length) if length else None})
                 if outer.hang_up:
                     self.close_connection = True
