@@ -7,6 +7,7 @@ by a recording one."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -30,15 +31,21 @@ class _Server:
         self.status, self.body = 200, b'{"ok":true}'
         self.drop_after = False
         self.hang_up = False
+        self.accepted = itertools.count()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                self.serial = next(outer.accepted)  # one per connection accepted
+
             def _any(self) -> None:
+                drop = outer.drop_after  # as set when the request came (the test moves on)
                 length = int(self.headers.get("Content-Length") or 0)
                 outer.seen.append({"method": self.command, "path": self.path,
-                                   "headers": dict(self.headers), "conn": self.client_address,
+                                   "headers": dict(self.headers), "conn": self.serial,
                                    "body": self.rfile.read(length) if length else None})
                 if outer.hang_up:
                     self.close_connection = True
@@ -49,7 +56,7 @@ class _Server:
                 self.end_headers()
                 self.wfile.write(outer.body)
                 self.wfile.flush()
-                if outer.drop_after:
+                if drop:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
 
