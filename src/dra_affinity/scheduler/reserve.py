@@ -144,8 +144,9 @@ def unreserve_shares(state: AllocatedState, cyc: CycleState) -> None:
 def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, DeviceClass],
                    node: str) -> tuple[list[ResourceClaim], frozenset[str]]:
     """The pod's claims as PreBind wants them: reserved for the pod, and the ones this
-    cycle allocates with their allocation results; and the keys of those that change
-    (a claim already allocated and reserved for this pod needs no write)."""
+    cycle allocates with their allocation results; and the keys of those that change.
+    A claim already allocated and reserved for this pod needs no write, and is handed
+    on as the cache has it (not copied)."""
     assert cyc.chosen is not None
     by_claim: dict[str, list[PlannedShare]] = {}
     for s in cyc.chosen.shares:
@@ -154,47 +155,50 @@ def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, Device
     changes: set[str] = set()
     for c in cyc.claims:
         ckey = key_of(c)
-        reserved = list(c.status.reserved_for)
-        if not is_reserved_for(c, cyc.pod):
-            reserved.append(reservation(cyc.pod))
-            changes.add(ckey)
-        if ckey in by_claim and c.status.allocation is None:
-            changes.add(ckey)
-            shares = by_claim[ckey]
-            # Constructed through validation, which pydantic runs in its compiled core: for
-            # these small models about three times cheaper than ``model_construct``, which
-            # fills every unset field in Python (docs/decisions.md, "Cluster store").
-            results = [DeviceRequestAllocationResult(
-                request=s.request, driver=s.device.driver, pool=s.device.pool, device=s.device.name,
-                share_id=s.share_id, consumed_capacity=dict(s.consumed)) for s in shares]
-            config = allocation_config(c, shares, classes)
-            local = all(snap.node_local.get(s.device.id, False) for s in shares)
-            alloc = AllocationResult(
-                devices=DeviceAllocationResult(results=results, config=config),
-                node_selector=selector_for_node(node) if local and shares else None)
-            status = c.status.model_copy(update={"reserved_for": reserved, "allocation": alloc})
-        else:
-            status = c.status.model_copy(update={"reserved_for": reserved})
-        written.append(c.model_copy(update={"status": status}))
+        shares = by_claim.get(ckey) if c.status.allocation is None else None
+        reserve_it = not is_reserved_for(c, cyc.pod)
+        if shares is None and not reserve_it:
+            written.append(c)
+            continue
+        changes.add(ckey)
+        update: dict[str, Any] = {}
+        if reserve_it:
+            update["reserved_for"] = [*c.status.reserved_for, reservation(cyc.pod)]
+        if shares is not None:
+            update["allocation"] = _allocation(c, shares, snap, classes, node)
+        written.append(c.model_copy(update={"status": c.status.model_copy(update=update)}))
     return written, frozenset(changes)
+
+
+def _allocation(c: ResourceClaim, shares: Sequence[PlannedShare], snap: Snapshot,
+                classes: Mapping[str, DeviceClass], node: str) -> AllocationResult:
+    """The allocation result this cycle writes for claim ``c``: one result per share,
+    the configs in scope, and the node selector when every device is node-local."""
+    # Constructed through validation, which pydantic runs in its compiled core: for
+    # these small models about three times cheaper than ``model_construct``, which
+    # fills every unset field in Python (docs/decisions.md, "Cluster store").
+    results = [DeviceRequestAllocationResult(
+        request=s.request, driver=s.device.driver, pool=s.device.pool, device=s.device.name,
+        share_id=s.share_id, consumed_capacity=dict(s.consumed)) for s in shares]
+    local = all(snap.node_local.get(s.device.id, False) for s in shares)
+    return AllocationResult(
+        devices=DeviceAllocationResult(results=results, config=allocation_config(c, shares, classes)),
+        node_selector=selector_for_node(node) if local and shares else None)
 
 
 def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
                       classes: Mapping[str, DeviceClass]) -> list[DeviceAllocationConfiguration]:
-    """FromClass then FromClaim configs, as the Kubernetes allocator records them."""
-    out: list[DeviceAllocationConfiguration] = []
-    req_class: dict[str, str] = {}
-    for r in c.spec.devices.requests:
-        if r.exactly is not None:
-            req_class[r.name] = r.exactly.device_class_name
-        for s in r.first_available:
-            req_class[subrequest_name(r.name, s.name)] = s.device_class_name
+    """FromClass then FromClaim configs, as the Kubernetes allocator records them: a
+    class's opaque configs for the requests (of those the shares allocate) that use the
+    class, classes by name; then the claim's opaque configs whose requests include one
+    of them (or that name none)."""
     used = sorted({s.request for s in shares})
     by_class: dict[str, list[str]] = {}
     for req in used:
-        cls = req_class.get(req)
+        cls = _class_of(c, req)
         if cls:
             by_class.setdefault(cls, []).append(req)
+    out: list[DeviceAllocationConfiguration] = []
     for cls_name in sorted(by_class):
         dclass = classes.get(cls_name)
         if dclass is None:
@@ -211,6 +215,17 @@ def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
         out.append(DeviceAllocationConfiguration(
             source="FromClaim", requests=list(ccfg.requests), opaque=ccfg.opaque))
     return out
+
+
+def _class_of(c: ResourceClaim, request: str) -> str:
+    """The DeviceClass a request (``req`` or ``req/sub``) of ``c`` names ("" when none)."""
+    for r in c.spec.devices.requests:
+        if r.name == request and r.exactly is not None:
+            return r.exactly.device_class_name
+        for s in r.first_available:
+            if subrequest_name(r.name, s.name) == request:
+                return s.device_class_name
+    return ""
 
 
 def result_tuples(claim: ResourceClaim | None) -> list[ResultTuple]:
