@@ -1,7 +1,9 @@
 """Claims as the allocator reads them: requests, their alternatives, constraints.
 
 Built once per scheduling cycle from a ResourceClaim and its DeviceClasses (by the
-scheduler's PreFilter); plain frozen data, so the allocator never reads API objects.
+scheduler's PreFilter); plain data, so the allocator never reads API objects. Slotted
+and not frozen: a frozen dataclass sets each field through ``object.__setattr__``, and
+these are built for every claim of every cycle; nothing changes them once built.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from dra_affinity.api.quantity import Quantity
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestSpec:
     """One way to satisfy a request: the request itself or one subrequest."""
 
@@ -29,11 +31,11 @@ class RequestSpec:
     needs_capacity: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "capacity_key", tuple(sorted(self.capacity.items())))
-        object.__setattr__(self, "needs_capacity", any(q.num > 0 for q in self.capacity.values()))
+        self.capacity_key = tuple(sorted(self.capacity.items()))
+        self.needs_capacity = any(q.num > 0 for q in self.capacity.values())
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ClaimRequest:
     name: str
     alternatives: tuple[RequestSpec, ...]
@@ -57,7 +59,7 @@ class Constraint:
         return "distinctAttribute" if self.distinct else "matchAttribute"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ClaimSpec:
     """A claim to allocate, reduced to what the allocator needs."""
 
