@@ -258,6 +258,24 @@ def test_assumed_pod_that_changed_is_recorded_again(bound: Pod | None) -> None:
     assert not u.assumed
 
 
+@pytest.mark.parametrize("assumed", [
+    pod("a", containers=[container(cpu="1", memory="1Gi")]),
+    pod("a", containers=[{**container(cpu="250m"), "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}]}}),
+    pod("a", containers=[container()]),
+])
+def test_assume_with_the_cycles_placement_records_what_parsing_the_pod_records(assumed: Pod) -> None:
+    """Reserve hands the placement the cycle parsed; the record is the one the pod
+    itself gives (requests, ports, affinity terms), so nothing a filter reads differs."""
+    parsed, reparsed = NodeUsage(), NodeUsage()
+    parsed.assume("default/a", assumed, "n1", placement_of(assumed))
+    reparsed.assume("default/a", assumed, "n1")
+    assert parsed.pods == reparsed.pods
+    assert (parsed.requested, parsed.nonzero, parsed.ports, parsed.with_affinity.keys()) == \
+        (reparsed.requested, reparsed.nonzero, reparsed.ports, reparsed.with_affinity.keys())
+
+
 def test_same_but_node_reads_what_a_record_reads() -> None:
     a = pod("a", containers=[container(cpu="1")])
     bound = pod("a", node="n1", containers=[container(cpu="1")])

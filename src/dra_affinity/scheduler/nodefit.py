@@ -428,15 +428,17 @@ class NodeUsage:
                 return
         self._set(key, pod, node)
 
-    def assume(self, key: str, pod: Pod, node: str) -> None:
+    def assume(self, key: str, pod: Pod, node: str, placement: PodPlacement | None = None) -> None:
         """The pod counts on ``node`` before it is bound there (Reserve, as kube-scheduler's
-        assumed pods): until :meth:`update` says what became of it."""
+        assumed pods): until :meth:`update` says what became of it. ``placement``: the
+        pod's, as the cycle parsed it (:func:`placement_of`), not parsed again."""
         self.assumed.pop(key, None)
-        self._set(key, pod, node)
+        self._set(key, pod, node, placement)
         if key in self.pods:
             self.assumed[key] = pod
 
-    def _set(self, key: str, pod: Pod | None, node: str | None) -> None:
+    def _set(self, key: str, pod: Pod | None, node: str | None,
+             placement: PodPlacement | None = None) -> None:
         prev = self.pods.pop(key, None)
         if prev is not None:
             self._remove(prev)
@@ -444,7 +446,7 @@ class NodeUsage:
             return
         if _phase(pod) in ("Succeeded", "Failed"):
             return
-        bound = self._record(key, pod, node)
+        bound = self._record(key, pod, node, placement)
         self.pods[key] = bound
         node = bound.node
         self.version += 1
@@ -462,21 +464,28 @@ class NodeUsage:
             li.pod_added(bound)
 
     @staticmethod
-    def _record(key: str, pod: Pod, node: str) -> BoundPod:
+    def _record(key: str, pod: Pod, node: str, placement: PodPlacement | None) -> BoundPod:
         # Accepted by a server, so what cannot be read counts as nothing.
-        try:
-            asked = pod_requests(pod)
-        except PlacementError:
-            asked = {}
+        asked: Mapping[str, int]
+        if placement is not None:
+            asked = placement.requests
+        else:
+            try:
+                asked = pod_requests(pod)
+            except PlacementError:
+                asked = {}
         try:
             nonzero = nonzero_requests(pod) if asked or pod.spec.init_containers or \
                 len(pod.spec.containers) != 1 else _NO_TERMS_POD_NONZERO
         except PlacementError:
             nonzero = (0, 0)
-        try:
-            terms = terms_of(pod)
-        except PlacementError:
-            terms = NO_TERMS
+        if placement is not None:
+            terms = placement.terms
+        else:
+            try:
+                terms = terms_of(pod)
+            except PlacementError:
+                terms = NO_TERMS
         meta = pod.metadata
         return BoundPod(key, node, pod.namespace, meta.labels,
                         meta.deletion_timestamp is not None,

@@ -318,7 +318,7 @@ class Scheduler:
         binding = Binding(cyc, node, claims, changes)
         begin(self.cache, binding)
         self.binding[cyc.key] = binding
-        self.cache.usage.assume(cyc.key, cyc.pod, node)
+        self.cache.usage.assume(cyc.key, cyc.pod, node, cyc.placement)
         return binding
 
     def _end_binding(self, binding: Binding) -> None:
