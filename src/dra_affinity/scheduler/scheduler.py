@@ -56,7 +56,7 @@ from dra_affinity.observe.metrics import (
 )
 from dra_affinity.structured import reasons
 from dra_affinity.structured.affinity import AffinityStatus
-from dra_affinity.structured.allocator import Counters
+from dra_affinity.structured.allocator import Counters, with_share_ids
 from dra_affinity.structured.extraction import ExtractionResult
 from dra_affinity.structured.model import Abort, NodeResult, Reason, Result
 from dra_affinity.structured.snapshot import Snapshot
@@ -280,12 +280,16 @@ class Scheduler:
                 cyc.node_reasons.append(Reason(reasons.NO_NODES, "no nodes in the cluster"))
             cyc.filtered_on = (snap, state, state.version)
             cyc.usage_version = self.cache.usage.version
+            found = False
             if self.indexed.applies(cyc, state):
-                if self.indexed.find(cyc, snap, state, self.scoring):
-                    return
-                # Nothing fits: a full pass gives every node's reasons (rare, off the hot path).
-                cyc.counters = Counters()
-            full_scan(self.cache, cyc, snap, state, self.scoring)
+                found = self.indexed.find(cyc, snap, state, self.scoring)
+                if not found:
+                    # Nothing fits: a full pass gives every node's reasons (rare, off the hot path).
+                    cyc.counters = Counters()
+            if not found:
+                full_scan(self.cache, cyc, snap, state, self.scoring)
+            if cyc.chosen is not None:
+                cyc.chosen = with_share_ids(cyc.chosen, cyc.to_allocate, state)
         finally:
             self.last_filter_seconds = time.perf_counter() - t0
             self.metrics.filter_seconds.observe(self.last_filter_seconds)

@@ -85,6 +85,28 @@ def share_id_for(claim_uid: str, request: str, device: str, n: int) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def with_share_ids(result: NodeResult, claims: Sequence[ClaimSpec],
+                   state: AllocatedState) -> NodeResult:
+    """The chosen node's placement with the share IDs of its multi-allocatable
+    placements, numbered after the shares each device holds in ``state`` (the state
+    the node was filtered against). :meth:`NodeAllocator.allocate` leaves them unset:
+    only the node a cycle chooses pays for the hashes."""
+    uids = {c.key: c.uid for c in claims}
+    seen: dict[str, int] = {}
+    out: list[PlannedShare] = []
+    for s in result.shares:
+        if s.exclusive or s.share_id is not None:
+            out.append(s)
+            continue
+        d = s.device.id
+        n = len(state.shares(d)) + seen.get(d, 0)
+        seen[d] = seen.get(d, 0) + 1
+        out.append(PlannedShare(s.claim, s.request, s.device,
+                                share_id_for(uids[s.claim], s.request, d, n), s.consumed,
+                                s.keys, s.exclusive, s.reused_lock, s.preferred))
+    return NodeResult(result.node, result.ok, out, result.reasons, result.codes)
+
+
 @dataclass
 class Counters:
     """Per-attempt diagnostics counters, folded into metrics by the scheduler."""
@@ -149,7 +171,9 @@ class NodeAllocator:
         flat = [(c, r) for c in claims for r in c.requests]
         ok = self._solve(flat, 0)
         if ok:
-            return NodeResult(self.node, True, self._with_share_ids(claims, self._p.shares))
+            # Share IDs are stamped on the chosen node only (with_share_ids): not every
+            # feasible node of a scan is worth a hash per placement.
+            return NodeResult(self.node, True, self._p.shares)
         codes = [code for (_dev, code) in self._reasons]
         if self._steps > SEARCH_STEP_LIMIT:
             codes.append(reasons.SEARCH_LIMIT)
@@ -213,24 +237,6 @@ class NodeAllocator:
 
     def reasons(self) -> list[Reason]:
         return [Reason(code, msg(), self.node, dev) for (dev, code), msg in self._reasons.items()]
-
-    def _with_share_ids(self, claims: Sequence[ClaimSpec],
-                        shares: Sequence[PlannedShare]) -> list[PlannedShare]:
-        """Share IDs for the chosen multi-allocatable placements only (hashing is not free)."""
-        uids = {c.key: c.uid for c in claims}
-        seen: dict[str, int] = {}
-        out: list[PlannedShare] = []
-        for s in shares:
-            if s.exclusive:
-                out.append(s)
-                continue
-            d = s.device.id
-            n = len(self.state.shares(d)) + seen.get(d, 0)
-            seen[d] = seen.get(d, 0) + 1
-            out.append(PlannedShare(s.claim, s.request, s.device,
-                                    share_id_for(uids[s.claim], s.request, d, n), s.consumed,
-                                    s.keys, s.exclusive, s.reused_lock, s.preferred))
-        return out
 
     # ------------------------------------------------------------------ search
     def _solve(self, flat: Sequence[tuple[ClaimSpec, ClaimRequest]], i: int) -> bool:
