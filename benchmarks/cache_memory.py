@@ -39,7 +39,9 @@ def _lines(fn: object) -> tuple[str, range]:
 
 # Code that builds the API objects the store keeps (counted with the store, not here).
 API_BUILDERS = [_lines(f) for f in (reserve.claim_statuses, reserve.allocation_config,
-                                    podclaims.reservation, reserve.allocation_rows)]
+                                    reserve.ClaimWrite.export, reserve.ClaimWrite.rows,
+                                    podclaims.reservation, podclaims.reservation_fields,
+                                    reserve.allocation_rows)]
 
 
 def _own(tb: tracemalloc.Traceback) -> bool:

@@ -25,6 +25,7 @@ __all__ = [
     "pod_claim_keys",
     "recorded_claim_name",
     "reservation",
+    "reservation_fields",
     "reserved_for_others",
 ]
 
@@ -85,5 +86,10 @@ def reserved_for_others(claim: ResourceClaim, pod: Pod) -> list[ResourceClaimCon
 
 def reservation(pod: Pod) -> ResourceClaimConsumerReference:
     """The ``reservedFor`` entry that reserves a claim for this pod."""
-    return ResourceClaimConsumerReference(resource=PODS, name=pod.metadata.name,
-                                          uid=pod.metadata.uid or "")
+    return ResourceClaimConsumerReference(**reservation_fields(pod))
+
+
+def reservation_fields(pod: Pod) -> dict[str, str]:
+    """:func:`reservation`'s fields by name, for a caller that validates a whole status
+    at once (the entry is then made inside that one validation)."""
+    return {"resource": PODS, "name": pod.metadata.name, "uid": pod.metadata.uid or ""}

@@ -38,7 +38,7 @@ from dra_affinity.observe.metrics import COMPATIBLE_REUSE, SchedulerMetrics
 from .cache import SchedulerCache
 from .cycle import CycleState
 from .reconstruct import Reconstructor
-from .reserve import allocation_rows, result_tuples, unreserve_shares
+from .reserve import ClaimWrite, result_tuples, unreserve_shares
 from .view import ClusterView, WriteError
 
 __all__ = ["Binding", "Written", "bind", "commit", "prebind", "unreserve"]
@@ -63,9 +63,10 @@ class Binding:
 
     cycle: CycleState
     node: str
-    # Every claim of the pod as PreBind wants it: reserved for the pod, and allocated
-    # where this cycle allocates it. ``changes`` are the keys of those that need a write.
-    claims: list[ResourceClaim]
+    # Every claim of the pod as PreBind writes it (plain; typed when written): reserved for
+    # the pod, and allocated where this cycle allocates it. ``changes`` are the keys of
+    # those that need a write.
+    claims: list[ClaimWrite]
     changes: frozenset[str]
     written: list[Written] = field(default_factory=list)
     # Bind's answer was lost: the pod may be bound.
@@ -81,7 +82,7 @@ class Binding:
     def allocation_rows(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for c in self.claims:
-            rows.extend(allocation_rows(c))
+            rows.extend(c.rows())
         return rows
 
 
@@ -94,11 +95,11 @@ def begin(cache: SchedulerCache, binding: Binding) -> None:
 def prebind(view: ClusterView, binding: Binding) -> None:
     """PreBind: write each claim that changes (allocation, reservation). Raises the
     view's :class:`~.view.WriteError`; what was written is in ``binding.written``."""
-    for c in binding.claims:
-        key = key_of(c)
-        if key not in binding.changes:
+    for w in binding.claims:
+        if w.key not in binding.changes:
             continue
-        allocated = c.status.allocation is not None and key in binding.cycle.allocating
+        c = w.export()
+        allocated = w.allocates
         try:
             stored = view.write_claim_status(c)
         except WriteError as e:

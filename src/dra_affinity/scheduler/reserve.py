@@ -4,10 +4,10 @@ Reserve re-checks what Filter chose against the live cache (capacity, and the
 lock rule for the keys Filter extracted: no second CEL pass) and records the
 pod's shares as tentative, atomically: a conflict records nothing.
 :func:`unreserve_shares` removes exactly those tentative shares again.
-:func:`claim_statuses` is what PreBind writes: each claim's ``status.reservedFor``
-with the pod, and ``status.allocation`` for a claim this cycle allocates (the
-allocation result as upstream's allocator records it: results, then configs
-FromClass before FromClaim). The writes themselves, Bind and the rollback of
+:func:`claim_statuses` is what PreBind writes, in plain form (:class:`ClaimWrite`,
+made typed at the write): each claim's ``status.reservedFor`` with the pod, and
+``status.allocation`` for a claim this cycle allocates (the allocation result as
+upstream's allocator records it: results, then configs FromClass before FromClaim). The writes themselves, Bind and the rollback of
 both are in :mod:`.binding`.
 """
 
@@ -17,14 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dra_affinity.api.keys import key_of
-from dra_affinity.api.podclaims import is_reserved_for, reservation
+from dra_affinity.api.meta import NodeSelector
+from dra_affinity.api.podclaims import is_reserved_for, reservation_fields
 from dra_affinity.api.resource import (
-    AllocationResult,
-    DeviceAllocationConfiguration,
-    DeviceAllocationResult,
     DeviceClass,
-    DeviceRequestAllocationResult,
+    OpaqueDeviceConfiguration,
     ResourceClaim,
+    ResourceClaimStatus,
     subrequest_name,
 )
 from dra_affinity.structured import reasons
@@ -141,53 +140,107 @@ def unreserve_shares(state: AllocatedState, cyc: CycleState) -> None:
         state.remove(s.device.id, s.claim, s.request, tentative_only=True)
 
 
+#: A config entry of an allocation result in plain form: source, requests, opaque config.
+ConfigEntry = tuple[str, tuple[str, ...], OpaqueDeviceConfiguration]
+
+
+class ClaimWrite:
+    """One claim of the pod as PreBind writes it, in plain form: the claim as Reserve read
+    it, the pod's ``reservedFor`` entry when this cycle adds it, and the shares (with the
+    configs in scope and the node selector) when this cycle allocates the claim.
+
+    The typed claim is made by :meth:`export`, at the write edge, in one validation of
+    the new status (pydantic's compiled core builds the nested results there, about half
+    the cost of building each of them and copying the status). A record holds only
+    immutable parts and parts shared read-only with the cache (the claim, the opaque
+    configs, the node selector); an exported claim has containers of its own, so neither
+    can change the other."""
+
+    __slots__ = ("claim", "config", "key", "node_selector", "reserve_for", "shares")
+
+    def __init__(self, claim: ResourceClaim, key: str, reserve_for: Mapping[str, str] | None = None,
+                 shares: tuple[PlannedShare, ...] | None = None, config: tuple[ConfigEntry, ...] = (),
+                 node_selector: NodeSelector | None = None) -> None:
+        self.claim = claim
+        self.key = key
+        self.reserve_for = dict(reserve_for) if reserve_for is not None else None
+        self.shares = shares
+        self.config = config
+        self.node_selector = node_selector
+
+    @property
+    def changes(self) -> bool:
+        """Whether the claim needs a write (a reservation or an allocation to add)."""
+        return self.reserve_for is not None or self.shares is not None
+
+    @property
+    def allocates(self) -> bool:
+        """Whether this cycle sets the claim's allocation (not only its reservation)."""
+        return self.shares is not None
+
+    def export(self) -> ResourceClaim:
+        """The typed claim to write: the claim as read when nothing changes (not
+        copied), else a copy with the new status. The status's set fields are the
+        read status's and the ones this cycle sets, as a ``model_copy`` with an update
+        would set them; the same for each part of the allocation."""
+        if not self.changes:
+            return self.claim
+        status = self.claim.status
+        fields: dict[str, Any] = {name: getattr(status, name) for name in status.model_fields_set}
+        if self.reserve_for is not None:
+            fields["reserved_for"] = [*status.reserved_for, dict(self.reserve_for)]
+        if self.shares is not None:
+            fields["allocation"] = {
+                "devices": {
+                    "results": [{"request": s.request, "driver": s.device.driver, "pool": s.device.pool,
+                                 "device": s.device.name, "share_id": s.share_id,
+                                 "consumed_capacity": dict(s.consumed)} for s in self.shares],
+                    "config": [{"source": source, "requests": list(requests), "opaque": opaque}
+                               for source, requests, opaque in self.config]},
+                "node_selector": self.node_selector}
+        return self.claim.model_copy(update={"status": ResourceClaimStatus.model_validate(fields)})
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The claim's allocation results as the simulator's output lists them
+        (:func:`allocation_rows` of the exported claim, without exporting it)."""
+        if self.shares is None:
+            return allocation_rows(self.claim)
+        return [{"claim": self.key, "request": s.request, "device": s.device.id, "shareID": s.share_id,
+                 "consumedCapacity": {k: str(v) for k, v in sorted(s.consumed)}}
+                for s in self.shares]
+
+
 def claim_statuses(cyc: CycleState, snap: Snapshot, classes: Mapping[str, DeviceClass],
-                   node: str) -> tuple[list[ResourceClaim], frozenset[str]]:
-    """The pod's claims as PreBind wants them: reserved for the pod, and the ones this
-    cycle allocates with their allocation results; and the keys of those that change.
-    A claim already allocated and reserved for this pod needs no write, and is handed
-    on as the cache has it (not copied)."""
+                   node: str) -> tuple[list[ClaimWrite], frozenset[str]]:
+    """The pod's claims as PreBind writes them (:class:`ClaimWrite`): reserved for the
+    pod, and the ones this cycle allocates with their allocation results; and the keys
+    of those that change. A claim already allocated and reserved for this pod needs no
+    write, and is handed on as the cache has it (not copied)."""
     assert cyc.chosen is not None
     by_claim: dict[str, list[PlannedShare]] = {}
     for s in cyc.chosen.shares:
         by_claim.setdefault(s.claim, []).append(s)
-    written: list[ResourceClaim] = []
+    written: list[ClaimWrite] = []
     changes: set[str] = set()
+    node_local = snap.node_local
     for c in cyc.claims:
         ckey = key_of(c)
         shares = by_claim.get(ckey) if c.status.allocation is None else None
-        reserve_it = not is_reserved_for(c, cyc.pod)
-        if shares is None and not reserve_it:
-            written.append(c)
-            continue
-        changes.add(ckey)
-        update: dict[str, Any] = {}
-        if reserve_it:
-            update["reserved_for"] = [*c.status.reserved_for, reservation(cyc.pod)]
-        if shares is not None:
-            update["allocation"] = _allocation(c, shares, snap, classes, node)
-        written.append(c.model_copy(update={"status": c.status.model_copy(update=update)}))
+        reserve_for = None if is_reserved_for(c, cyc.pod) else reservation_fields(cyc.pod)
+        if shares is None:
+            written.append(ClaimWrite(c, ckey, reserve_for))
+        else:
+            local = all(node_local.get(s.device.id, False) for s in shares)
+            written.append(ClaimWrite(c, ckey, reserve_for, tuple(shares),
+                                      allocation_config(c, shares, classes),
+                                      selector_for_node(node) if local else None))
+        if written[-1].changes:
+            changes.add(ckey)
     return written, frozenset(changes)
 
 
-def _allocation(c: ResourceClaim, shares: Sequence[PlannedShare], snap: Snapshot,
-                classes: Mapping[str, DeviceClass], node: str) -> AllocationResult:
-    """The allocation result this cycle writes for claim ``c``: one result per share,
-    the configs in scope, and the node selector when every device is node-local."""
-    # Constructed through validation, which pydantic runs in its compiled core: for
-    # these small models about three times cheaper than ``model_construct``, which
-    # fills every unset field in Python (docs/decisions.md, "Cluster store").
-    results = [DeviceRequestAllocationResult(
-        request=s.request, driver=s.device.driver, pool=s.device.pool, device=s.device.name,
-        share_id=s.share_id, consumed_capacity=dict(s.consumed)) for s in shares]
-    local = all(snap.node_local.get(s.device.id, False) for s in shares)
-    return AllocationResult(
-        devices=DeviceAllocationResult(results=results, config=allocation_config(c, shares, classes)),
-        node_selector=selector_for_node(node) if local and shares else None)
-
-
 def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
-                      classes: Mapping[str, DeviceClass]) -> list[DeviceAllocationConfiguration]:
+                      classes: Mapping[str, DeviceClass]) -> tuple[ConfigEntry, ...]:
     """FromClass then FromClaim configs, as the Kubernetes allocator records them: a
     class's opaque configs for the requests (of those the shares allocate) that use the
     class, classes by name; then the claim's opaque configs whose requests include one
@@ -198,23 +251,21 @@ def allocation_config(c: ResourceClaim, shares: Sequence[PlannedShare],
         cls = _class_of(c, req)
         if cls:
             by_class.setdefault(cls, []).append(req)
-    out: list[DeviceAllocationConfiguration] = []
+    out: list[ConfigEntry] = []
     for cls_name in sorted(by_class):
         dclass = classes.get(cls_name)
         if dclass is None:
             continue
         for cfg in dclass.spec.config:
             if cfg.opaque is not None:
-                out.append(DeviceAllocationConfiguration(
-                    source="FromClass", requests=by_class[cls_name], opaque=cfg.opaque))
+                out.append(("FromClass", tuple(by_class[cls_name]), cfg.opaque))
     for ccfg in c.spec.devices.config:
         if ccfg.opaque is None:
             continue
         if ccfg.requests and not any(in_scope(ccfg.requests, r) for r in used):
             continue
-        out.append(DeviceAllocationConfiguration(
-            source="FromClaim", requests=list(ccfg.requests), opaque=ccfg.opaque))
-    return out
+        out.append(("FromClaim", tuple(ccfg.requests), ccfg.opaque))
+    return tuple(out)
 
 
 def _class_of(c: ResourceClaim, request: str) -> str:
