@@ -3,7 +3,8 @@
 Reads come from caches filled by :mod:`.informer` changes, which only the loop
 thread applies (:meth:`KubeView.apply`); models are built with
 :func:`.convert.to_model` and the server's JSON is kept beside them, so writes
-start from what the server sent (no field this project does not model is lost).
+start from what the server sent (no field this project does not model is lost);
+of a pod only its projection is kept (:func:`_kept`).
 
 Writes follow kube-scheduler's DynamicResources plugin, each a minimal write of
 the fields the scheduler owns, with the resourceVersion read as precondition:
@@ -56,6 +57,7 @@ from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
 from .convert import ConversionError, object_key, to_model
 from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
 from .leader import fenced
+from .projection import slim_pod
 
 log = logging.getLogger("dra_affinity.kube.view")
 
@@ -82,6 +84,15 @@ def rv_int(obj: Mapping[str, Any] | None) -> int:
 class _Entry:
     raw: dict[str, Any]
     model: TypedObject
+
+
+def _kept(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """What of the server's JSON is kept beside the model. A pod's is its projection
+    (:func:`.projection.slim_pod`): the writes to pods (the binding, the PodScheduled
+    condition) are built from the model, never from the pod's JSON, and a pending pod,
+    converted whole, kept its whole JSON twice over (as dicts and as the model) for as
+    long as it waited, most of the process's memory while a burst of pods is queued."""
+    return slim_pod(raw) if kind == "Pod" else raw
 
 
 class LeadershipLost(WriteFailed):
@@ -193,14 +204,15 @@ class KubeView:
         cur = self._store[kind].get(key)
         if cur is not None and cur.raw is raw:
             return
-        if cur is not None and rv_int(cur.raw) == rv_int(raw) and rv_int(raw) >= 0 and cur.raw == raw:
+        kept = _kept(kind, raw)
+        if cur is not None and rv_int(cur.raw) == rv_int(raw) and rv_int(raw) >= 0 and cur.raw == kept:
             return  # a resync of an unchanged object
         before = self._effective(kind, key)
         model = self._convert(kind, key, raw)
         if model is None:
             self._store[kind].pop(key, None)
         else:
-            self._store[kind][key] = _Entry(raw, model)
+            self._store[kind][key] = _Entry(kept, model)
         assumed = self._assumed.get(kind, {}).get(key)
         if assumed is not None and self._caught_up(kind, raw, assumed):
             del self._assumed[kind][key]  # the watch caught up with our write
@@ -364,7 +376,7 @@ class KubeView:
                 return None
             cur = self._store[kind].get(key)
             if cur is None or kind == "Pod" or rv_int(raw) > rv_int(cur.raw):
-                self._assumed[kind][key] = _Entry(raw, model)
+                self._assumed[kind][key] = _Entry(_kept(kind, raw), model)
             self._changed(kind, before, self._effective(kind, key))
             return model
 
