@@ -183,3 +183,40 @@ def test_the_process_keeps_foreign_pods_slim_and_one_change_per_object() -> None
     used = proc.scheduler.cache.usage.on("node-1")
     assert used["pods"] == 1000
     assert all(used[k] == 1000 * v for k, v in pod_requests(one).items()) and pod_requests(one)
+
+
+def test_a_pending_pod_is_modelled_whole_but_only_its_projection_is_kept() -> None:
+    """The view converts our pending pod whole (tolerations, selectors: what Filter reads)
+    and keeps beside the model only the projection, before and after the binding is
+    assumed; a resync of the same version is still recognised as unchanged."""
+    api = FakeApi()
+    build(api)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    mine = world_pod("a", "a-nic")
+    mine["metadata"]["annotations"] = {"note": "x" * 5000}
+    mine["spec"]["tolerations"] = [{"key": "t", "operator": "Exists"}]
+    mine["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}] * 20
+    api.create("Pod", mine)
+    proc = SchedulerProcess(api, Options(leader_elect=False, metrics_port=-1))
+    for r in proc.reflectors:
+        r.list_once()
+    while len(proc.changes):
+        proc._drain(0)
+    view = proc.view
+    pod_model = view.pod("default/a")
+    assert pod_model is not None and pod_model.spec.tolerations and pod_model.metadata.annotations
+    kept = view.raw("Pod", "default/a")
+    assert kept is not None and kept == slim_pod(kept)
+    assert "annotations" not in kept["metadata"] and "volumes" not in kept["spec"]
+    assert "tolerations" not in kept["spec"]
+    whole = api.get("Pod", "default/a")
+    assert whole is not None
+    queued = len(proc.queue)
+    seen: list[object] = []
+    view.pod_listeners.append(lambda old, new: seen.append(new))
+    view.apply(Change("Pod", MODIFIED, object=whole))  # the same version again
+    assert seen == [] and view.pod("default/a") is pod_model and len(proc.queue) == queued
+    view.bind_pod(pod_model, "node-1")
+    assumed = view.raw("Pod", "default/a")
+    assert assumed is not None and assumed == slim_pod(assumed)
+    assert assumed["spec"]["nodeName"] == "node-1" and "annotations" not in assumed["metadata"]
