@@ -1,7 +1,8 @@
 """deploy/affinity-pools.yaml enforced by a real kube-apiserver.
 
-The policies are applied as shipped; only their bindings are narrowed to the test's
-namespace (the control plane is shared by every cluster test). Each case is a pod the
+The policies are applied as shipped, once for the module; only their bindings are
+narrowed to the namespaces the tests label (the control plane is shared by every cluster
+test). Each case is a pod the
 server admits or refuses: tolerations by key and by an empty key with ``Exists``,
 updates that add a toleration, pods using claim templates and named claims of the
 class, and the pods the policies must leave alone.
@@ -9,7 +10,6 @@ class, and the pods the policies must leave alone.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import itertools
@@ -26,6 +26,7 @@ _FIXTURES = (live, ns)
 
 TAINT = "dra-affinity.io/affinity-pools"
 CLASS = "shared-nic"
+SELECTED = "dra-affinity.io/admission-policy-test"  # the label the bindings select
 REFUSED_TOLERATION = "only pods with schedulerName dra-affinity may use resource claims"
 _names = itertools.count()
 
@@ -87,9 +88,18 @@ def _type_checked(live: Live, name: str) -> dict[str, Any] | None:
     return status
 
 
-@contextlib.contextmanager
-def in_force(live: Live, ns: str) -> Iterator[None]:
-    """The policies of deploy/affinity-pools.yaml in force for pods of ``ns``."""
+@pytest.fixture(scope="module")
+def bound(control_plane: Any) -> Iterator[None]:
+    """The policies and their bindings, applied once for the module.
+
+    The bindings select only namespaces carrying the label ``SELECTED``, since the control
+    plane is shared by every cluster test. They are deleted only at the module's end, never
+    between tests: a kube-apiserver stops watching a built-in paramKind (here
+    ResourceClaimTemplate and ResourceClaim) once no binding names it for about a second,
+    and does not start again when a binding comes back (kubernetes/kubernetes#130887), so
+    re-created bindings would see none of the templates and claims created after.
+    """
+    live = Live(control_plane.client)
     docs = deploy_docs("affinity-pools.yaml")
     kinds = [d["kind"] for d in docs]
     assert kinds.count("ValidatingAdmissionPolicy") == kinds.count(
@@ -100,7 +110,7 @@ def in_force(live: Live, ns: str) -> Iterator[None]:
             doc = copy.deepcopy(doc)
             if doc["kind"] == "ValidatingAdmissionPolicyBinding":
                 doc["spec"]["matchResources"] = {"namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": ns}}}
+                    "matchLabels": {SELECTED: "true"}}}
                 bindings.append(doc["metadata"]["name"])
             live.apply(doc)
         # the server type-checks each expression against the schemas of pods and params: a
@@ -110,17 +120,6 @@ def in_force(live: Live, ns: str) -> Iterator[None]:
             status = wait_until(functools.partial(_type_checked, live, name), 30,
                                 f"policy {name} type-checked")
             assert not status["typeChecking"].get("expressionWarnings"), status
-        # In force once the server has loaded them (and the params): probe until a pod
-        # tolerating the taint, one using a template and one using a claim are refused.
-        _template(live, ns, "probe", _requests(CLASS))
-        _claim(live, ns, "probe", _requests(CLASS))
-        probes: list[dict[str, Any]] = [
-            {"tolerations": [{"key": TAINT}], "claims": CLAIM},
-            {"claims": [{"name": "nic", "resourceClaimTemplateName": "probe"}]},
-            {"claims": [{"name": "nic", "resourceClaimName": "probe"}]}]
-        for probe in probes:
-            wait_until(lambda: _create(live, _pod(ns, **probe)), 60,  # noqa: B023
-                       f"the policies in force: {probe} refused")
         yield
     finally:
         for name in bindings:
@@ -128,10 +127,41 @@ def in_force(live: Live, ns: str) -> Iterator[None]:
                              f"validatingadmissionpolicybindings/{name}")
 
 
+def _refused_with(live: Live, pod: dict[str, Any], expected: str) -> bool:
+    """Whether the server refuses the pod with ``expected``; a refusal for another reason
+    fails at once (a pod that was admitted is not a failure: the policies may not be
+    loaded yet)."""
+    message = _create(live, pod)
+    if message is None:
+        return False
+    assert expected in message, message
+    return True
+
+
+def in_force(live: Live, ns: str) -> None:
+    """The policies (``bound``) in force for pods of ``ns``: the namespace is labelled so
+    the bindings select it, then probed until a pod tolerating the taint, one using a
+    template and one using a claim of the class are refused (the server loads bindings and
+    their params asynchronously)."""
+    live.api.request("PATCH", f"/api/v1/namespaces/{ns}",
+                     content_type="application/merge-patch+json",
+                     body={"metadata": {"labels": {SELECTED: "true"}}})
+    _template(live, ns, "probe", _requests(CLASS))
+    _claim(live, ns, "probe", _requests(CLASS))
+    probes: list[tuple[dict[str, Any], str]] = [
+        ({"tolerations": [{"key": TAINT}], "claims": CLAIM}, REFUSED_TOLERATION),
+        ({"claims": [{"name": "nic", "resourceClaimTemplateName": "probe"}]},
+         f"ResourceClaimTemplate probe asks for DeviceClass {CLASS}"),
+        ({"claims": [{"name": "nic", "resourceClaimName": "probe"}]},
+         f"ResourceClaim probe asks for DeviceClass {CLASS}")]
+    for probe, expected in probes:
+        wait_until(lambda: _refused_with(live, _pod(ns, **probe), expected),  # noqa: B023
+                   60, f"the policies in force: {probe} refused")
+
+
 @pytest.fixture
-def policies(live: Live, ns: str) -> Iterator[None]:
-    with in_force(live, ns):
-        yield
+def policies(live: Live, ns: str, bound: None) -> None:
+    in_force(live, ns)
 
 
 @pytest.mark.parametrize("toleration", [
@@ -184,20 +214,21 @@ def test_update_that_adds_the_toleration_refused(live: Live, ns: str, policies: 
     assert keys[0] == "other" and keys[-1] == "b" and TAINT not in keys
 
 
-def test_update_keeps_a_toleration_the_pod_already_had(live: Live, ns: str) -> None:
+def test_update_keeps_a_toleration_the_pod_already_had(live: Live, ns: str,
+                                                       bound: None) -> None:
     """A pod admitted before the policies can still be updated (labels, say); it cannot
     gain a second toleration of the taint."""
     legacy = _pod(ns, claims=CLAIM, tolerations=[{"operator": "Exists"}])
     live.create(legacy)
-    with in_force(live, ns):  # after the pod
-        path = f"/api/v1/namespaces/{ns}/pods/{legacy['metadata']['name']}"
-        live.api.request("PATCH", path, content_type="application/merge-patch+json",
-                         body={"metadata": {"labels": {"touched": "yes"}}})
-        with pytest.raises(ApiError) as refused:
-            live.api.request("PATCH", path, content_type="application/json-patch+json", body=[
-                {"op": "add", "path": "/spec/tolerations/-",
-                 "value": {"key": TAINT, "operator": "Exists"}}])
-        assert REFUSED_TOLERATION in refused.value.message
+    in_force(live, ns)  # after the pod
+    path = f"/api/v1/namespaces/{ns}/pods/{legacy['metadata']['name']}"
+    live.api.request("PATCH", path, content_type="application/merge-patch+json",
+                     body={"metadata": {"labels": {"touched": "yes"}}})
+    with pytest.raises(ApiError) as refused:
+        live.api.request("PATCH", path, content_type="application/json-patch+json", body=[
+            {"op": "add", "path": "/spec/tolerations/-",
+             "value": {"key": TAINT, "operator": "Exists"}}])
+    assert REFUSED_TOLERATION in refused.value.message
 
 
 def test_claims_from_templates_of_the_class(live: Live, ns: str, policies: None) -> None:
