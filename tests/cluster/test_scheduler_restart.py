@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -95,12 +94,10 @@ def test_sigterm_releases_the_lease_and_exits_zero(control_plane: Any, live: Liv
     World(live, ns, nodes=1, nics=1)
     a = schedulers(identity="replica-a")
     wait_until(a.leading, 60, "replica-a leading")
-    t0 = time.monotonic()
     assert a.terminate() == 0
+    # released: no holder, so the next replica takes it without waiting for it to expire
     lease = live.get("Lease", "coordination.k8s.io/v1", "dra-affinity-scheduler", ns)
     assert lease is not None and lease["spec"]["holderIdentity"] == ""
     b = schedulers(identity="replica-b")
     wait_until(b.leading, 30, "replica-b leading")
-    # a released Lease is taken at once, well before the 4 s lease duration would expire
     assert any(r.get("msg") == "stopped" for r in a.records())
-    assert time.monotonic() - t0 < 60
