@@ -268,7 +268,8 @@ class SchedulerProcess:
         fence = self.view.may_write
         return fence is None or fence()
 
-    # ================================================================== callbacks (loop thread)
+    # ============================================= callbacks (under core_lock: the loop thread,
+    # or a binding worker whose write the view assumes)
     def _object_problem(self, kind: str, key: str, message: str) -> None:
         """A slice whose sharing-affinity metadata cannot be read (the view logs it)."""
         if kind != "ResourceSlice":

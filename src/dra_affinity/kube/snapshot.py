@@ -10,9 +10,9 @@ ResourceClaims, Pods. What is written is only what placement reads:
   ResourceClaims (with ``status``) as the project's models read them;
 - Pods that use claims, and pods bound to a node (they count against its
   allocatable), with their containers reduced to name and ``resources`` (no
-  images, commands or environment) and their status to ``phase`` and
-  ``resourceClaimStatuses``. A pod entry made from a template whose claim the
-  resourceclaim controller already made is written as that claim's
+  images, commands or environment) and their status to ``phase``. A pod entry made
+  from a template whose claim the resourceclaim controller already made (as its
+  ``status.resourceClaimStatuses`` records) is written as that claim's
   ``resourceClaimName``, so replaying the file makes no second claim.
 
 Server bookkeeping (``resourceVersion``, ``generation``, ``managedFields``) is

@@ -6,8 +6,9 @@ KEP-5981's ``AffinityStates``. It is the single place where allocations are
 added and removed, so capacity and locks can never disagree: every mutation
 goes through its methods: :meth:`AllocatedState.add` / :meth:`AllocatedState.remove`
 (also what preemption's AddPod/RemovePod (KEP-5690) call), :meth:`~AllocatedState.commit`
-after a successful bind, and :meth:`~AllocatedState.rederive` when a pool's
-extractors change.
+after a successful bind, and :meth:`~AllocatedState.rederive` /
+:meth:`~AllocatedState.set_affinity` when reconciliation re-derives a device's lock
+(a pool's extractors changed; a share recorded while its pool is incomplete).
 """
 
 from __future__ import annotations
