@@ -36,6 +36,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from conftest import ControlPlaneHandle
+from dra_affinity.kube.api import RESOURCES
 from dra_affinity.validation.sharing_affinity import SHARING_AFFINITY_ANNOTATION
 
 pytestmark = pytest.mark.cluster
@@ -192,6 +193,7 @@ def test_resource_v1_is_served(control_plane: ControlPlaneHandle) -> None:
     ]:
         assert by_name[plural].kind == kind
         assert by_name[plural].namespaced is namespaced
+        assert (RESOURCES[kind].plural, RESOURCES[kind].namespaced) == (plural, namespaced)
     assert "resourceclaims/status" in by_name
 
 

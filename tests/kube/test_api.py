@@ -250,3 +250,10 @@ def test_resource_paths() -> None:
     assert rc.item("c", "ns", "status") == "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status"
     assert RESOURCES["Node"].collection("ignored") == "/api/v1/nodes"
     assert RESOURCES["Pod"].item("p", "d", "binding") == "/api/v1/namespaces/d/pods/p/binding"
+
+
+def test_cluster_scoped_kinds_have_no_namespace_in_their_paths() -> None:
+    assert [k for k, r in RESOURCES.items() if not r.namespaced] == [
+        "Namespace", "Node", "DeviceClass", "ResourceSlice"]
+    assert RESOURCES["ResourceSlice"].item("s", "ns") == "/apis/resource.k8s.io/v1/resourceslices/s"
+    assert RESOURCES["Lease"].collection("ns") == "/apis/coordination.k8s.io/v1/namespaces/ns/leases"

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
+from dra_affinity.api.keys import CLUSTER_SCOPED
+
 __all__ = [
     "RESOURCES",
     "Api",
@@ -34,12 +36,16 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 @dataclass(frozen=True)
 class Resource:
-    """Where one kind lives: API path prefix and plural, namespaced or not."""
+    """Where one kind lives: API path prefix and plural."""
 
     kind: str
     prefix: str  # "/api/v1" or "/apis/resource.k8s.io/v1"
     plural: str
-    namespaced: bool
+
+    @property
+    def namespaced(self) -> bool:
+        """Whether objects of the kind live in a namespace (:data:`CLUSTER_SCOPED`)."""
+        return self.kind not in CLUSTER_SCOPED
 
     def collection(self, namespace: str | None = None) -> str:
         if self.namespaced and namespace:
@@ -52,16 +58,16 @@ class Resource:
 
 
 RESOURCES: dict[str, Resource] = {
-    "Namespace": Resource("Namespace", "/api/v1", "namespaces", False),
-    "Node": Resource("Node", "/api/v1", "nodes", False),
-    "Pod": Resource("Pod", "/api/v1", "pods", True),
-    "Event": Resource("Event", "/apis/events.k8s.io/v1", "events", True),
-    "DeviceClass": Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclasses", False),
-    "ResourceSlice": Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices", False),
-    "ResourceClaim": Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims", True),
+    "Namespace": Resource("Namespace", "/api/v1", "namespaces"),
+    "Node": Resource("Node", "/api/v1", "nodes"),
+    "Pod": Resource("Pod", "/api/v1", "pods"),
+    "Event": Resource("Event", "/apis/events.k8s.io/v1", "events"),
+    "DeviceClass": Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclasses"),
+    "ResourceSlice": Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices"),
+    "ResourceClaim": Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims"),
     "ResourceClaimTemplate": Resource("ResourceClaimTemplate", "/apis/resource.k8s.io/v1",
-                                      "resourceclaimtemplates", True),
-    "Lease": Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True),
+                                      "resourceclaimtemplates"),
+    "Lease": Resource("Lease", "/apis/coordination.k8s.io/v1", "leases"),
 }
 
 
