@@ -14,6 +14,9 @@ real-cluster adapter; each rule is written here once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from dra_affinity.api.core import Pod, PodResourceClaim
 from dra_affinity.api.resource import ResourceClaim, ResourceClaimConsumerReference
 
@@ -24,6 +27,7 @@ __all__ = [
     "is_reserved_for",
     "pod_claim_keys",
     "recorded_claim_name",
+    "recorded_claim_names",
     "reservation",
     "reservation_fields",
     "reserved_for_others",
@@ -40,13 +44,19 @@ def generated_claim_name(pod: Pod, prc: PodResourceClaim) -> str:
     return f"{pod.name}-{prc.name}"
 
 
+def recorded_claim_names(status: Mapping[str, Any]) -> dict[str, str]:
+    """Entry name -> the claim the resourceclaim controller recorded for that template
+    entry in a pod's ``status.resourceClaimStatuses`` (the pod's status as the server
+    sends it)."""
+    return {str(st["name"]): str(st["resourceClaimName"])
+            for st in status.get("resourceClaimStatuses") or ()
+            if isinstance(st, Mapping) and st.get("name") and st.get("resourceClaimName")}
+
+
 def recorded_claim_name(pod: Pod, prc: PodResourceClaim) -> str | None:
-    """The claim the resourceclaim controller recorded for a template entry in the pod's
-    ``status.resourceClaimStatuses``, or None while it has recorded none."""
-    for st in pod.status.get("resourceClaimStatuses") or ():
-        if isinstance(st, dict) and st.get("name") == prc.name and st.get("resourceClaimName"):
-            return str(st["resourceClaimName"])
-    return None
+    """The claim recorded for a template entry (:func:`recorded_claim_names`), or None
+    while the controller has recorded none."""
+    return recorded_claim_names(pod.status).get(prc.name)
 
 
 def claim_name(pod: Pod, prc: PodResourceClaim) -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dra_affinity.api.io import dump_documents
+from dra_affinity.api.podclaims import recorded_claim_names
 from dra_affinity.features import Features
 
 from .api import Api
@@ -179,19 +180,23 @@ def _pod(head: dict[str, Any], raw: Mapping[str, Any]) -> dict[str, Any] | None:
     reduced["containers"] = [_container(c) for c in spec.get("containers") or ()]
     if spec.get("initContainers"):
         reduced["initContainers"] = [_container(c) for c in spec["initContainers"]]
-    made = {st.get("name"): st.get("resourceClaimName")
-            for st in status.get("resourceClaimStatuses") or () if isinstance(st, Mapping)}
+    made = recorded_claim_names(status)
     if made:
-        reduced["resourceClaims"] = [
-            {"name": e["name"], "resourceClaimName": made[e.get("name")]}
-            if isinstance(e, Mapping) and e.get("resourceClaimTemplateName") and made.get(e.get("name"))
-            else e
-            for e in reduced.get("resourceClaims") or ()]
+        reduced["resourceClaims"] = [_as_made(e, made) for e in reduced.get("resourceClaims") or ()]
     pod: dict[str, Any] = {**head, "spec": reduced}
     kept_status = _pick(status, ("phase",))
     if kept_status:
         pod["status"] = kept_status
     return pod
+
+
+def _as_made(entry: Any, made: Mapping[str, str]) -> Any:
+    """A template entry whose claim was made (``made``: entry name -> claim) as an entry
+    naming that claim; any other entry as it is."""
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    if isinstance(name, str) and name in made and entry.get("resourceClaimTemplateName"):
+        return {"name": name, "resourceClaimName": made[name]}
+    return entry
 
 
 def _container(c: Any) -> Any:
