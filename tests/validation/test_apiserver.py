@@ -235,7 +235,7 @@ def test_a_valid_claim_spec_is_checked_once_by_content(monkeypatch: pytest.Monke
     assert stored is not None and len(checked) == 4
     assert admit(claim("a"), stored).ok and len(checked) == 5
     # A spec too large to remember is checked each time; the memo is bounded.
-    big = "z" * claims._VALID_SPEC_MAX_BYTES
+    big = "z" * claims._VALID_SPEC_MAX_CHARS
     assert admit(claim("e", params=big)).ok and admit(claim("f", params=big)).ok
     assert len(checked) == 7
     monkeypatch.setattr(claims, "_VALID_SPECS_MAX", 2)

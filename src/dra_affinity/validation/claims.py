@@ -317,9 +317,9 @@ def validate_resource_claim(new: ResourceClaim, old: ResourceClaim | None = None
 
 
 #: Specs of created claims found valid, by their JSON (those of at most
-#: ``_VALID_SPEC_MAX_BYTES``; at most ``_VALID_SPECS_MAX`` of them, then afresh).
-_VALID_SPECS: dict[bytes, None] = {}
-_VALID_SPEC_MAX_BYTES = 4096
+#: ``_VALID_SPEC_MAX_CHARS``; at most ``_VALID_SPECS_MAX`` of them, then afresh).
+_VALID_SPECS: dict[str, None] = {}
+_VALID_SPEC_MAX_CHARS = 4096
 _VALID_SPECS_MAX = 1024
 
 
@@ -331,10 +331,10 @@ def _new_claim_spec(spec: ResourceClaimSpec, path: Path) -> Errors:
     spec is checked every time (its errors name its own paths); a large one too, so
     what is remembered stays small whatever claims hold."""
     try:
-        key: bytes | None = spec.__pydantic_serializer__.to_json(spec)
+        key: str | None = spec.model_dump_json()
     except Exception:  # an object built around validation: just check it
         key = None
-    if key is not None and len(key) > _VALID_SPEC_MAX_BYTES:
+    if key is not None and len(key) > _VALID_SPEC_MAX_CHARS:
         key = None
     if key is not None and key in _VALID_SPECS:
         return []
