@@ -273,6 +273,10 @@ def test_estimate_max_bounds_data_sizes() -> None:
         ("[object.a] + [object.b] == [1, 2]", {"a": 1, "b": 2}),
         ("object.s.replace('a', 'bb').size()", {"s": "a" * 300}),
         ("object.l.sum() + object.l.max()", {"l": list(range(300))}),
+        # a pattern known to be empty but not a constant: matched, then compiled at run time
+        ("('x').find(('').lowerAscii())", {}),
+        ("object.s.matches(''.trim())", {"s": "x" * 300}),
+        ("object.s.findAll('' + '').size()", {"s": "x" * 30}),
     ],
 )
 def test_runtime_cost_never_exceeds_estimate_max(expr: str, obj: object) -> None:

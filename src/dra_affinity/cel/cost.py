@@ -38,7 +38,7 @@ from .library import (
 from .libs import estimate_call
 from .meter import LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST
 from .optionals import OPT_INDEX, OPT_SELECT
-from .regex import GO_MAX_SIZE, PROGRAM_OVERHEAD, Shape, compile_cost, parse_cost, shape
+from .regex import GO_MAX_SIZE, Shape, compile_cost, parse_cost, shape
 from .types import Ty
 
 COST_CAP: Final = 2**63 - 1
@@ -317,8 +317,9 @@ class Estimator:
             if call in self.precompiled:
                 return match
             return match + parse_cost(len(pattern.value)) + compile_cost(sh)
-        if pattern_n == 0:
-            return compile_cost(Shape(PROGRAM_OVERHEAD, 1))
+        if pattern_n == 0:  # known empty: what the constant "" costs compiled at run time
+            sh = shape("")
+            return _regex_cost(text_n, regex_size("", sh)) + compile_cost(sh)
         return (_regex_cost(text_n, max(pattern_n, GO_MAX_SIZE)) + parse_cost(pattern_n)
                 + compile_cost(Shape(_UNITS_BOUND, GO_MAX_SIZE)))
 
