@@ -49,7 +49,7 @@ def in_scope(config_requests: list[str], request: str) -> bool:
     return request in config_requests or parent in config_requests
 
 
-def _in_scope_configs(claim: ResourceClaim, request: str, driver: str,
+def in_scope_configs(claim: ResourceClaim, request: str, driver: str,
                      device_class: DeviceClass | None) -> Iterator[tuple[bool, int, Any]]:
     """(from the class?, index, parameters) of each opaque config in scope, class first."""
     if device_class is not None:
@@ -72,7 +72,7 @@ def scoped_configs(
     of_class = f"DeviceClass {device_class.name} spec.config" if device_class is not None else ""
     of_claim = f"ResourceClaim {claim.namespace}/{claim.name} spec.devices.config"
     return [ConfigObject(f"{of_class if from_class else of_claim}[{i}]", params)
-            for from_class, i, params in _in_scope_configs(claim, request, driver, device_class)]
+            for from_class, i, params in in_scope_configs(claim, request, driver, device_class)]
 
 
 class ExtractionCache(Protocol):

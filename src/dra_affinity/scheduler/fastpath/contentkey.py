@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from dra_affinity.api.resource import DeviceClass, ResourceClaim
 from dra_affinity.cel import ExtractionResult, OutcomeKind
 from dra_affinity.cel.extract import object_fields
-from dra_affinity.structured.extraction import in_scope
+from dra_affinity.structured.extraction import in_scope_configs
 from dra_affinity.structured.model import PoolInfo
 
 
@@ -70,9 +70,9 @@ def content_key(pool: PoolInfo, claim: ResourceClaim, request: str,
     When the extractors only read named top-level fields of ``object``
     (:func:`object_fields`), a config's content is just those fields: configs that
     differ elsewhere (an MTU, a label) extract the same keys, and hashing a few
-    strings is cheaper than the whole config. The same walk as
-    :func:`_in_scope_configs`, written out: this runs for every scheduling cycle,
-    the labelled configs only on a miss."""
+    strings is cheaper than the whole config. The configs are those
+    :func:`~dra_affinity.structured.extraction.in_scope_configs` gives extraction (this
+    runs for every scheduling cycle, the labelled configs only on a miss)."""
     token = pool.extraction_token
     proj = _PROJECTIONS.get(token)
     if proj is None:
@@ -84,37 +84,9 @@ def _content_key(driver: str, token: str, proj: _Projection, claim: ResourceClai
                  request: str, device_class: DeviceClass | None) -> tuple[object, ...] | None:
     """:func:`content_key` once the projection is known."""
     parts: list[object] = [token]
-    _, get, many = proj
     try:
-        if device_class is not None:
-            for cfg in device_class.spec.config:
-                op = cfg.opaque
-                if op is not None and op.driver == driver:
-                    parts.append(_image(op.parameters, proj))
-        for ccfg in claim.spec.devices.config:
-            op = ccfg.opaque
-            if op is None or op.driver != driver:
-                continue
-            reqs = ccfg.requests
-            if reqs and request not in reqs and not ("/" in request and in_scope(reqs, request)):
-                continue
-            params = op.parameters
-            if get is not None:
-                # _image's common case written out (every cycle runs it): every field
-                # read is there and a string. (Parameters that are not a JSON object
-                # raise TypeError here: a list, a string, a number or null has no fields.)
-                try:
-                    img = get(params)
-                    if many:
-                        "".join(img)
-                        parts.append(img)
-                        continue
-                    if type(img) is str:
-                        parts.append(img)
-                        continue
-                except (KeyError, TypeError):
-                    pass
-            parts.append(_image(params, proj))
+        parts += [_image(params, proj)
+                  for _, _, params in in_scope_configs(claim, request, driver, device_class)]
     except (TypeError, RecursionError):
         return None
     return tuple(parts)
@@ -125,8 +97,7 @@ class _Projection(NamedTuple):
     C-level getter of their values (None when there are no fields)."""
 
     fields: tuple[str, ...] | None
-    get: Callable[[dict[str, Any]], Any] | None
-    many: bool  # more than one field: ``get`` gives a tuple
+    get: Callable[[dict[str, Any]], Any] | None  # a tuple when there are several fields
 
 
 # By extraction token, worked out once per extractor set.
@@ -145,7 +116,7 @@ _ABSENT = ("absent",)
 def _projection(token: str, pool: PoolInfo) -> _Projection:
     """Work out (once per extractor set) and remember which fields the set reads."""
     fields = object_fields([e.expression for e in pool.extractors])
-    proj = _Projection(fields, itemgetter(*fields) if fields else None, len(fields or ()) > 1)
+    proj = _Projection(fields, itemgetter(*fields) if fields else None)
     if len(_PROJECTIONS) >= SHARED_MAX:
         _PROJECTIONS.clear()
     _PROJECTIONS[token] = proj
@@ -154,7 +125,7 @@ def _projection(token: str, pool: PoolInfo) -> _Projection:
 
 def _image(params: Any, proj: _Projection) -> Any:
     """What of ``params`` an extraction under this projection can depend on."""
-    fields, get, _ = proj
+    fields, get = proj
     if fields is None:
         return _freeze(params)
     if type(params) is not dict:
