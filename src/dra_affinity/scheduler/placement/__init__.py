@@ -10,8 +10,10 @@ its devices and the four basic node filters of :mod:`..nodefit`:
   from pod events (upstream's PreFilter state, made incremental across cycles);
 * :mod:`.filters`: PreFilter and Filter of NodePorts, PodTopologySpread and
   InterPodAffinity;
-* :mod:`.admission`: what the API server writes into a pod at creation
-  (``matchLabelKeys`` merged into selectors), for the embedded cluster.
+* :mod:`.scores`: the default profile's score plugins.
+
+What the API server writes into a pod at creation (``matchLabelKeys`` merged into
+selectors) is :mod:`dra_affinity.validation.pod_strategy`, for the embedded cluster.
 
 This package imports nothing at package level, so :mod:`..nodefit` may import
 :mod:`.terms` without a cycle.

@@ -7,7 +7,7 @@ Parsed once per pod, with upstream's meanings (kube-scheduler 1.37,
   pods of the pod's own namespace; a ``namespaceSelector`` of ``{}`` selects every
   namespace; ``matchLabelKeys``/``mismatchLabelKeys`` are not read here: the API
   server merged them into ``labelSelector`` when the pod was created
-  (:mod:`.admission` does it for the embedded cluster);
+  (:mod:`dra_affinity.validation.pod_strategy` does it for the embedded cluster);
 * a spread constraint's ``matchLabelKeys`` are merged here, from the pod's labels, as
   the plugin itself does; ``minDomains`` defaults to 1, ``nodeAffinityPolicy`` to
   Honor and ``nodeTaintsPolicy`` to Ignore;
