@@ -5,10 +5,8 @@ are acyclic. The cyclic collector still runs on allocation counts, and with CPyt
 defaults (a young collection every 700 net container allocations, a full one every
 100 young ones, once the heap has grown by a quarter) it spends its time walking a
 heap of 10^5 to 10^6 long-lived objects (the cluster's pods, claims and slices, the
-scheduler's cache) that it will never free. Measured on the throughput bench
-(``docs/decisions.md``, "Garbage collector"): untuned, full collections cost about
-half of a 5,000-node run's CPU; a young threshold of 700 costs several per cent more
-than one of 20,000.
+scheduler's cache) that it will never free. What that costs on the throughput bench,
+and who applies this: ``docs/decisions.md``, "Garbage collector".
 
 So, once what is built at start-up is built: freeze it (``gc.freeze``: the collector
 never walks it again), collect the young generation every :data:`YOUNG_THRESHOLD`
