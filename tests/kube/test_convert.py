@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
 import pytest
 
 from dra_affinity.api.core import Pod
-from dra_affinity.api.resource import ResourceSlice
+from dra_affinity.api.resource import ResourceClaim, ResourceSlice
 from dra_affinity.kube.convert import (
     ConversionError,
+    SharedParts,
     to_model,
 )
 from dra_affinity.structured.snapshot import Snapshot
@@ -68,6 +71,82 @@ def test_malformed_value_is_an_error_naming_object_and_field() -> None:
 def test_unknown_kind_is_an_error() -> None:
     with pytest.raises(ConversionError, match="unsupported kind 'Secret'"):
         to_model("Secret", {"metadata": {"name": "x"}})
+
+
+# ----------------------------------------------------------------------------- shared parts
+def _allocated_claim(name: str, subnet: str, node: str, device: str) -> dict[str, Any]:
+    params = {"apiVersion": "networking.example.com/v1", "kind": "NICConfig", "subnetID": subnet}
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "9",
+                     "finalizers": ["resource.kubernetes.io/delete-protection"]},
+        "spec": {"devices": {"requests": [{"name": "nic", "exactly": {
+            "deviceClassName": "nic", "allocationMode": "ExactCount", "count": 1}}],
+            "config": [{"requests": ["nic"], "opaque": {"driver": "networking.example.com",
+                                                        "parameters": params}}]}},
+        "status": {"allocation": {
+            "devices": {"results": [{"request": "nic", "driver": "networking.example.com",
+                                     "pool": node, "device": device, "shareID": f"s-{name}"}],
+                        "config": [{"source": "FromClaim", "requests": ["nic"], "opaque": {
+                            "driver": "networking.example.com", "parameters": params}}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": name, "uid": f"uid-pod-{name}"}]}}
+
+
+def _claim(raw: dict[str, Any], shared: SharedParts | None = None) -> ResourceClaim:
+    c = to_model("ResourceClaim", raw, shared).model
+    assert isinstance(c, ResourceClaim)
+    return c
+
+
+def test_claims_alike_share_their_spec_and_allocation_parts_and_read_the_same() -> None:
+    shared = SharedParts()
+    raws = [_allocated_claim(f"c{i}", f"net-{i % 2}", f"node-{i % 3}", f"eth{i}") for i in range(6)]
+    sent = copy.deepcopy(raws)
+    got = [_claim(r, shared) for r in raws]
+    assert raws == sent  # the server's JSON is not changed
+    alone = [_claim(r) for r in raws]
+    assert got == alone and [c.to_dict() for c in got] == [c.to_dict() for c in alone]
+    assert [c.model_fields_set for c in got] == [c.model_fields_set for c in alone]
+    assert got[0].spec is got[2].spec and got[0].spec is not got[1].spec
+    a0, a3, a1 = (got[i].status.allocation for i in (0, 3, 1))
+    assert a0 is not None and a3 is not None and a1 is not None
+    assert a0.node_selector is a3.node_selector and a0.node_selector is not a1.node_selector
+    assert a0.devices.config[0] is got[2].status.allocation.devices.config[0]  # type: ignore[union-attr]
+    assert a0.devices.results[0] is not a3.devices.results[0]  # each claim's own
+    assert len(shared) == 2 + 3 + 2  # specs, node selectors, configs
+    # A claim alike of a shared spec but for one field gets a spec of its own.
+    other = copy.deepcopy(raws[0])
+    other["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    assert _claim(other, shared).spec.devices.requests[0].exactly.count == 2  # type: ignore[union-attr]
+    assert got[0].spec.devices.requests[0].exactly.count == 1  # type: ignore[union-attr]
+
+
+def test_a_shared_part_is_checked_and_its_dropped_fields_told_as_an_unshared_one() -> None:
+    shared = SharedParts()
+    raw = _allocated_claim("c", "net", "node-1", "eth1")
+    raw["spec"]["devices"]["requests"][0]["futureField"] = 1
+    raw["status"]["allocation"]["nodeSelector"]["futureField"] = 2
+    conv = to_model("ResourceClaim", raw, shared)
+    assert sorted(conv.dropped) == sorted(to_model("ResourceClaim", raw).dropped) == [
+        "spec.devices.requests[0].futureField", "status.allocation.nodeSelector.futureField"]
+    bad = _allocated_claim("d", "net", "node-1", "eth1")
+    bad["status"]["allocation"]["devices"]["config"][0]["source"] = "Elsewhere"
+    with pytest.raises(ConversionError) as e:
+        to_model("ResourceClaim", bad, shared)
+    with pytest.raises(ConversionError) as e_alone:
+        to_model("ResourceClaim", bad)
+    assert str(e.value) == str(e_alone.value)
+    assert "status.allocation.devices.config[0].source" in str(e.value)
+
+
+def test_shared_parts_are_bounded_and_start_afresh() -> None:
+    shared = SharedParts(limit=4)
+    first = [_claim(_allocated_claim(f"c{i}", f"net-{i}", "node-1", "eth1"), shared) for i in range(3)]
+    assert len(shared) <= 4
+    again = _claim(_allocated_claim("x", "net-0", "node-1", "eth1"), shared)
+    assert again.spec == first[0].spec and again.spec is not first[0].spec  # started afresh
+    assert len(shared) <= 4
 
 
 # ----------------------------------------------------------------------------- bridge

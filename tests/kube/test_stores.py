@@ -4,8 +4,11 @@ slim projection that still counts what they take of their node."""
 
 from __future__ import annotations
 
+import gc
+import json
 import queue
 import threading
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -16,6 +19,7 @@ from dra_affinity.kube.fifo import ChangeFIFO
 from dra_affinity.kube.informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
 from dra_affinity.kube.projection import pod_transform, slim_pod
 from dra_affinity.kube.runner import Options, SchedulerProcess
+from dra_affinity.kube.view import KubeView
 from dra_affinity.scheduler.nodefit import pod_requests
 from dra_affinity.scheduler.placement.terms import terms_of
 
@@ -169,10 +173,10 @@ def test_the_process_keeps_foreign_pods_slim_and_one_change_per_object() -> None
     while len(proc.changes):
         proc._drain(0)
     assert len(proc.changes) == 0 and proc.view.has_synced()
-    raw = [e.raw for e in proc.view._store["Pod"].values()]
-    foreign = [r for r in raw if r["metadata"]["name"].startswith("web-")]
-    assert len(foreign) == 1000 and all("annotations" not in r["metadata"] for r in foreign)
-    assert max(len(repr(r)) for r in foreign) < len(repr(BIG)) / 8
+    foreign = [p for p in proc.view.pods() if p.name.startswith("web-")]
+    assert len(foreign) == 1000 and all(not p.metadata.annotations for p in foreign)
+    assert all(not p.spec.volumes and "podIP" not in p.status for p in foreign)
+    assert max(len(repr(p.to_dict())) for p in foreign) < len(repr(BIG)) / 8
     web0 = proc.view.pod("ns/web-0")
     assert web0 is not None and web0.metadata.labels == {"app": "web", "v": "49"}
     own = proc.view.pod("default/a")
@@ -185,10 +189,11 @@ def test_the_process_keeps_foreign_pods_slim_and_one_change_per_object() -> None
     assert all(used[k] == 1000 * v for k, v in pod_requests(one).items()) and pod_requests(one)
 
 
-def test_a_pending_pod_is_modelled_whole_but_only_its_projection_is_kept() -> None:
-    """The view converts our pending pod whole (tolerations, selectors: what Filter reads)
-    and keeps beside the model only the projection, before and after the binding is
-    assumed; a resync of the same version is still recognised as unchanged."""
+def test_a_pending_pod_is_modelled_whole_and_its_binding_assumed_from_the_model() -> None:
+    """The view converts our pending pod whole (tolerations, selectors: what Filter reads);
+    a resync of the same version is recognised as unchanged; the assumed binding is the
+    same model with its node (sharing its parts, not converted again) until the informer
+    shows the binding, whose pod is then kept slim."""
     api = FakeApi()
     build(api)
     api.create("ResourceClaim", claim("a-nic", "x"))
@@ -205,10 +210,6 @@ def test_a_pending_pod_is_modelled_whole_but_only_its_projection_is_kept() -> No
     view = proc.view
     pod_model = view.pod("default/a")
     assert pod_model is not None and pod_model.spec.tolerations and pod_model.metadata.annotations
-    kept = view.raw("Pod", "default/a")
-    assert kept is not None and kept == slim_pod(kept)
-    assert "annotations" not in kept["metadata"] and "volumes" not in kept["spec"]
-    assert "tolerations" not in kept["spec"]
     whole = api.get("Pod", "default/a")
     assert whole is not None
     queued = len(proc.queue)
@@ -217,6 +218,112 @@ def test_a_pending_pod_is_modelled_whole_but_only_its_projection_is_kept() -> No
     view.apply(Change("Pod", MODIFIED, object=whole))  # the same version again
     assert seen == [] and view.pod("default/a") is pod_model and len(proc.queue) == queued
     view.bind_pod(pod_model, "node-1")
-    assumed = view.raw("Pod", "default/a")
-    assert assumed is not None and assumed == slim_pod(assumed)
-    assert assumed["spec"]["nodeName"] == "node-1" and "annotations" not in assumed["metadata"]
+    assumed = view.pod("default/a")
+    assert assumed is not None and assumed.spec.node_name == "node-1" and seen == [assumed]
+    assert assumed.spec.tolerations is pod_model.spec.tolerations
+    assert assumed.metadata is pod_model.metadata and pod_model.spec.node_name is None
+    echo = api.get("Pod", "default/a")
+    assert echo is not None and echo["spec"]["nodeName"] == "node-1"
+    for r in proc.reflectors:
+        r.list_once()
+    while len(proc.changes):
+        proc._drain(0)
+    bound = view.pod("default/a")
+    assert bound is not None and bound is not assumed and bound.spec.node_name == "node-1"
+    assert not bound.spec.tolerations and not bound.metadata.annotations and view._assumed["Pod"] == {}
+
+
+# ----------------------------------------------------------------------------- memory per object
+def _served_pod(i: int, node: str | None = None) -> dict[str, Any]:
+    """A pod of the cluster harness as the API server returns it (defaults filled in)."""
+    p: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"p{i}", "namespace": "bench", "uid": f"0000-{i:08d}",
+                     "resourceVersion": str(1000 + i), "creationTimestamp": "2026-12-06T18:00:00Z"},
+        "spec": {"volumes": [{"name": "kube-api-access-abcde", "projected": {"sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt",
+                                   "items": [{"key": "ca.crt", "path": "ca.crt"}]}}],
+                    "defaultMode": 420}}],
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"claims": [{"name": "nic"}]},
+                                 "volumeMounts": [{"name": "kube-api-access-abcde", "readOnly": True,
+                                                   "mountPath": "/var/run/secrets/kubernetes.io/sa"}],
+                                 "terminationMessagePath": "/dev/termination-log",
+                                 "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
+                 "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                 "dnsPolicy": "ClusterFirst", "serviceAccountName": "default",
+                 "securityContext": {}, "schedulerName": "dra-affinity", "priority": 0,
+                 "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                  "effect": "NoExecute", "tolerationSeconds": 300}],
+                 "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority",
+                 "resourceClaims": [{"name": "nic", "resourceClaimTemplateName": f"subnet-{i % 8}"}]},
+        "status": {"phase": "Pending", "qosClass": "BestEffort", "resourceClaimStatuses": [
+            {"name": "nic", "resourceClaimName": f"p{i}-nic-{i:05x}"}]}}
+    if node:
+        p["spec"]["nodeName"] = node
+    return p
+
+
+def _served_claim(i: int, node: str) -> dict[str, Any]:
+    """The claim made for pod ``i`` from its template, allocated on ``node`` and reserved."""
+    params = {"apiVersion": "networking.example.com/v1", "kind": "NICConfig",
+              "subnetID": f"subnet-{i % 8}"}
+    driver = "networking.example.com"
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": f"p{i}-nic-{i:05x}", "generateName": f"p{i}-nic-", "namespace": "bench",
+                     "uid": f"1111-{i:08d}", "resourceVersion": str(5000 + i),
+                     "creationTimestamp": "2026-12-06T18:00:00Z",
+                     "finalizers": ["resource.kubernetes.io/delete-protection"],
+                     "annotations": {"resource.kubernetes.io/pod-claim-name": "nic"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": f"p{i}",
+                                          "uid": f"0000-{i:08d}", "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": {"devices": {"requests": [{"name": "nic", "exactly": {
+            "deviceClassName": "shared-nic", "allocationMode": "ExactCount", "count": 1,
+            "capacity": {"requests": {f"{driver}/slots": "1"}}}}],
+            "config": [{"requests": ["nic"], "opaque": {"driver": driver, "parameters": params}}]}},
+        "status": {"allocation": {
+            "devices": {"results": [{"request": "nic", "driver": driver, "pool": node,
+                                     "device": f"eth{i % 8}", "shareID": f"2222-{i:08d}",
+                                     "consumedCapacity": {f"{driver}/slots": "1"}}],
+                        "config": [{"source": "FromClaim", "requests": ["nic"],
+                                    "opaque": {"driver": driver, "parameters": params}}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": f"p{i}", "uid": f"0000-{i:08d}"}]}}
+
+
+def _kept_bytes(kind: str, served: list[dict[str, Any]],
+                transform: Any = None) -> float:
+    """Bytes the view holds per object after applying ``served`` (decoded inside the
+    measurement, as a watch decodes each event)."""
+    view = KubeView(FakeApi())
+    texts = [json.dumps(o) for o in served]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for t in texts:
+            obj = json.loads(t)
+            view.apply(Change(kind, ADDED, object=transform(obj) if transform else obj))
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(view._store[kind]) == len(served)
+    return held / len(served)
+
+
+def test_what_the_view_keeps_per_claim_and_pod_is_bounded() -> None:
+    """Kept beside the model, the server's JSON doubled a claim's cost; claims from one
+    template share their spec, and those on one node their allocation's node selector."""
+    n = 400
+    transform = pod_transform("dra-affinity")
+    per_claim = _kept_bytes("ResourceClaim", [_served_claim(i, f"node-{i % 20}") for i in range(n)])
+    per_bound = _kept_bytes("Pod", [_served_pod(i, f"node-{i % 20}") for i in range(n)], transform)
+    per_pending = _kept_bytes("Pod", [_served_pod(i) for i in range(n)], transform)
+    assert per_claim < 11_000, per_claim
+    assert per_bound < 7_600, per_bound
+    assert per_pending < 13_000, per_pending
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+from dra_affinity.kube.convert import to_model
 from dra_affinity.kube.informer import Change
 from dra_affinity.kube.view import KubeView
 
@@ -37,7 +38,7 @@ def test_claim_write_is_seen_before_the_echo_and_older_events_do_not_undo_it() -
     assert echo is not None
     view.apply(_change("ResourceClaim", "MODIFIED", echo))
     assert view._assumed["ResourceClaim"] == {}
-    assert view.raw("ResourceClaim", "default/a-nic") == echo
+    assert view.claim("default/a-nic") == to_model("ResourceClaim", echo).model
 
 
 def test_bound_pod_stays_bound_until_the_informer_shows_the_binding() -> None:

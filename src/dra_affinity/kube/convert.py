@@ -11,8 +11,10 @@ not declare are dropped, recursively, and recorded in
 Values of declared fields are still validated strictly: a malformed value the
 model cannot hold is a :class:`ConversionError` naming the object and field.
 
-The raw JSON is kept beside the model by the view: writes are built from it,
-so a PUT never erases a field this project does not model.
+Parts that many claims have alike are one model shared by them (:class:`SharedParts`):
+a claim's spec (claims made from one template are alike), and of its allocation the
+node selector and each device config. Models read from a cluster are never
+mutated, so sharing them is safe; it is most of what a claim costs in memory.
 
 ``spec.sharingAffinity`` (KEP-5981) is stored by no released API server. Until
 it is, a pool's device-less metadata slice can carry the same JSON list in the
@@ -24,9 +26,10 @@ finds wrong is :attr:`Converted.problem` (the pool is made invalid, fail closed)
 
 from __future__ import annotations
 
+import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -34,8 +37,10 @@ from pydantic import BaseModel, ValidationError
 
 from dra_affinity.api import keys
 from dra_affinity.api.io import KINDS, validation_errors
-from dra_affinity.api.meta import TypedObject
+from dra_affinity.api.meta import K8sModel, NodeSelector, TypedObject
 from dra_affinity.api.resource import (
+    DeviceAllocationConfiguration,
+    ResourceClaimSpec,
     ResourceSlice,
 )
 from dra_affinity.validation.sharing_affinity import SHARING_AFFINITY_ANNOTATION, slice_extractors
@@ -45,6 +50,7 @@ __all__ = [
     "SHARING_AFFINITY_ANNOTATION",
     "ConversionError",
     "Converted",
+    "SharedParts",
     "object_key",
     "to_model",
 ]
@@ -75,8 +81,73 @@ def object_key(kind: str, raw: Mapping[str, Any]) -> str:
     return keys.object_key(kind, str(meta.get("name", "")), meta.get("namespace"))
 
 
-def to_model(kind: str, raw: Mapping[str, Any]) -> Converted:
-    """Project a server object onto its model and validate it.
+class SharedParts:
+    """One model for each part alike of many claims, found by its JSON as the server
+    sent it (compact, in the server's key order: parts that differ only in key order are
+    not shared). A part seen before is neither projected nor validated again.
+
+    Bounded: after :attr:`limit` parts it starts afresh (what is shared stays shared; new
+    objects share with each other again)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._parts: dict[tuple[type[K8sModel], str], K8sModel] = {}
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def share(self, data: dict[str, Any], dropped: list[str]) -> None:
+        """Put the shared model in place of each shareable part of a claim's JSON
+        (``data``: a copy of the server's, whose nested parts are copied here before
+        they are changed). A part not seen before is projected and validated alone; one
+        that does not validate is left for the whole object's validation to report,
+        with its path."""
+        for holder, at, cls, path in _claim_parts(data):
+            part = holder[at]
+            try:
+                key = (cls, json.dumps(part, separators=(",", ":"), allow_nan=False))
+            except (TypeError, ValueError):
+                continue
+            shared = self._parts.get(key)
+            if shared is None:
+                try:
+                    shared = cls.model_validate(_project(cls, part, path, dropped))
+                except (ValidationError, RecursionError):
+                    continue
+                if len(self._parts) >= self.limit:
+                    self._parts.clear()
+                self._parts[key] = shared
+            holder[at] = shared
+
+
+_Holder = dict[str, Any] | list[Any]
+
+
+def _claim_parts(data: dict[str, Any]) -> Iterator[tuple[_Holder, Any, type[K8sModel], str]]:
+    """(holder, key or index, model, path) of each part claims share, in a claim's JSON;
+    the holders on the way from ``data`` are copied first (the server's JSON is not
+    changed)."""
+    if isinstance(data.get("spec"), dict):
+        yield data, "spec", ResourceClaimSpec, "spec."
+    status = data.get("status")
+    if not isinstance(status, dict) or not isinstance(status.get("allocation"), dict):
+        return
+    alloc = dict(status["allocation"])
+    data["status"] = {**status, "allocation": alloc}
+    if isinstance(alloc.get("nodeSelector"), dict):
+        yield alloc, "nodeSelector", NodeSelector, "status.allocation.nodeSelector."
+    devices = alloc.get("devices")
+    if isinstance(devices, dict) and isinstance(devices.get("config"), list):
+        configs = list(devices["config"])
+        alloc["devices"] = {**devices, "config": configs}
+        for i, c in enumerate(configs):
+            if isinstance(c, dict):
+                yield configs, i, DeviceAllocationConfiguration, f"status.allocation.devices.config[{i}]."
+
+
+def to_model(kind: str, raw: Mapping[str, Any], shared: SharedParts | None = None) -> Converted:
+    """Project a server object onto its model and validate it. With ``shared``, a
+    claim's parts alike of other claims' are their model (:class:`SharedParts`).
 
     A ResourceSlice comes with the extractors the scheduler reads from it (field or
     annotation, :func:`~dra_affinity.validation.sharing_affinity.slice_extractors`)."""
@@ -88,6 +159,8 @@ def to_model(kind: str, raw: Mapping[str, Any]) -> Converted:
     data = dict(raw)
     data.setdefault("apiVersion", API_VERSIONS[kind])
     data.setdefault("kind", kind)
+    if shared is not None and kind == "ResourceClaim":
+        shared.share(data, dropped)
     projected = _project(model, data, "", dropped)
     try:
         obj = model.model_validate(projected)

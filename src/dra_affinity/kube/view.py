@@ -2,9 +2,10 @@
 
 Reads come from caches filled by :mod:`.informer` changes, which only the loop
 thread applies (:meth:`KubeView.apply`); models are built with
-:func:`.convert.to_model` and the server's JSON is kept beside them, so writes
-start from what the server sent (no field this project does not model is lost);
-of a pod only its projection is kept (:func:`_kept`).
+:func:`.convert.to_model`, and of each object only its model and its
+resourceVersion are kept, not the server's JSON: every write below is a patch of
+fields the models hold whole (``status.allocation``, ``status.reservedFor``,
+``metadata.finalizers``) or a binding, built from the model or from a fresh read.
 
 Writes follow kube-scheduler's DynamicResources plugin, each a minimal write of
 the fields the scheduler owns, with the resourceVersion read as precondition:
@@ -35,7 +36,6 @@ without it.
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
 import logging
@@ -54,10 +54,9 @@ from dra_affinity.scheduler.view import Listener, WriteConflict, WriteFailed
 
 from . import protowire
 from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
-from .convert import ConversionError, object_key, to_model
+from .convert import ConversionError, SharedParts, object_key, to_model
 from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
 from .leader import fenced
-from .projection import slim_pod
 
 log = logging.getLogger("dra_affinity.kube.view")
 
@@ -70,7 +69,8 @@ AFFINITY_POOLS_TAINT = "dra-affinity.io/affinity-pools"
 
 
 def rv_int(obj: Mapping[str, Any] | None) -> int:
-    """A resourceVersion as a number (etcd revisions), for the assume cache only."""
+    """A resourceVersion as a number (etcd revisions): which of two versions is newer, and
+    whether a resync brings a new one (-1: none)."""
     if not obj:
         return -1
     rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
@@ -80,19 +80,15 @@ def rv_int(obj: Mapping[str, Any] | None) -> int:
         return -1
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Entry:
-    raw: dict[str, Any]
+    """What the view keeps of one object: its model and its resourceVersion (as a
+    number, :func:`rv_int`). Not the server's JSON: the writes are built from the
+    model (see the module's docstring), and kept beside it the JSON was as large as
+    the model again for every claim and pod of the cluster."""
+
     model: TypedObject
-
-
-def _kept(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """What of the server's JSON is kept beside the model. A pod's is its projection
-    (:func:`.projection.slim_pod`): the writes to pods (the binding, the PodScheduled
-    condition) are built from the model, never from the pod's JSON, and a pending pod,
-    converted whole, kept its whole JSON twice over (as dicts and as the model) for as
-    long as it waited, most of the process's memory while a burst of pods is queued."""
-    return slim_pod(raw) if kind == "Pod" else raw
+    rv: int
 
 
 class LeadershipLost(WriteFailed):
@@ -115,6 +111,8 @@ class KubeView:
         self.tolerated_taints = frozenset(tolerated_taints)
         self._node_views: dict[str, tuple[Node, Node]] = {}
         self._store: dict[str, dict[str, _Entry]] = {k: {} for k in WATCHED_KINDS}
+        # Claims' parts alike (specs from one template, allocations' configs): one model.
+        self.shared = SharedParts()
         # The assume cache: key -> what this process wrote, until the informer catches up.
         self._assumed: dict[str, dict[str, _Entry]] = {"ResourceClaim": {}, "Pod": {}}
         self.listeners: list[Listener] = []
@@ -172,7 +170,7 @@ class KubeView:
 
     def _convert(self, kind: str, key: str, raw: dict[str, Any]) -> TypedObject | None:
         try:
-            conv = to_model(kind, raw)
+            conv = to_model(kind, raw, self.shared)
         except ConversionError as e:
             self._problem(kind, key, f"ignored: {e}")
             return None
@@ -202,19 +200,17 @@ class KubeView:
 
     def _upsert(self, kind: str, key: str, raw: dict[str, Any]) -> None:
         cur = self._store[kind].get(key)
-        if cur is not None and cur.raw is raw:
-            return
-        kept = _kept(kind, raw)
-        if cur is not None and rv_int(cur.raw) == rv_int(raw) and rv_int(raw) >= 0 and cur.raw == kept:
-            return  # a resync of an unchanged object
+        rv = rv_int(raw)
+        if cur is not None and rv >= 0 and cur.rv == rv:
+            return  # a resync of an unchanged object (a resourceVersion names one content)
         before = self._effective(kind, key)
         model = self._convert(kind, key, raw)
         if model is None:
             self._store[kind].pop(key, None)
         else:
-            self._store[kind][key] = _Entry(kept, model)
+            self._store[kind][key] = _Entry(model, rv)
         assumed = self._assumed.get(kind, {}).get(key)
-        if assumed is not None and self._caught_up(kind, raw, assumed):
+        if assumed is not None and self._caught_up(kind, model, rv, assumed):
             del self._assumed[kind][key]  # the watch caught up with our write
         self._changed(kind, before, self._effective(kind, key))
 
@@ -230,19 +226,18 @@ class KubeView:
         self._changed(kind, before, None)
 
     @staticmethod
-    def _caught_up(kind: str, raw: Mapping[str, Any], assumed: _Entry) -> bool:
+    def _caught_up(kind: str, model: TypedObject | None, rv: int, assumed: _Entry) -> bool:
         """Claims: the informer holds our write or a later one (resourceVersions are etcd
         revisions). Pods: the informer shows the binding (any other update of the pod,
         a late status patch say, must not make a bound pod look pending again)."""
         if kind == "Pod":
-            return bool((raw.get("spec") or {}).get("nodeName"))
-        return rv_int(raw) >= rv_int(assumed.raw)
+            return isinstance(model, Pod) and bool(model.spec.node_name)
+        return rv >= assumed.rv
 
     def _effective_entry(self, kind: str, key: str) -> _Entry | None:
         cur = self._store[kind].get(key)
         assumed = self._assumed.get(kind, {}).get(key)
-        if assumed is not None and (cur is None or kind == "Pod"
-                                    or rv_int(assumed.raw) > rv_int(cur.raw)):
+        if assumed is not None and (cur is None or kind == "Pod" or assumed.rv > cur.rv):
             return assumed
         return cur
 
@@ -355,10 +350,6 @@ class KubeView:
         keys = sorted(set(self._store["Pod"]) | set(self._assumed["Pod"]))
         return [p for p in (self.pod(k) for k in keys) if p is not None]
 
-    def raw(self, kind: str, key: str) -> dict[str, Any] | None:
-        e = self._effective_entry(kind, key)
-        return e.raw if e is not None else None
-
     # ================================================================== notification
     def subscribe(self, listener: Listener) -> None:
         self.listeners.append(listener)
@@ -368,17 +359,21 @@ class KubeView:
             self.listeners.remove(listener)
 
     def _assume(self, kind: str, key: str, raw: dict[str, Any]) -> TypedObject | None:
-        """Record our own write so readers see it before the watch does."""
+        """Record our own write (the object as the server answered it) so readers see it
+        before the watch does."""
+        with self.lock:
+            model = self._convert(kind, key, raw)
+            if model is not None:
+                self._assume_model(kind, key, model, rv_int(raw))
+            return model
+
+    def _assume_model(self, kind: str, key: str, model: TypedObject, rv: int) -> None:
         with self.lock:
             before = self._effective(kind, key)
-            model = self._convert(kind, key, raw)
-            if model is None:
-                return None
             cur = self._store[kind].get(key)
-            if cur is None or kind == "Pod" or rv_int(raw) > rv_int(cur.raw):
-                self._assumed[kind][key] = _Entry(_kept(kind, raw), model)
+            if cur is None or kind == "Pod" or rv > cur.rv:
+                self._assumed[kind][key] = _Entry(model, rv)
             self._changed(kind, before, self._effective(kind, key))
-            return model
 
     def missing_claims(self, pod: Pod) -> list[str]:
         """The pod's claims not in the cache yet (a template's claim not created yet)."""
@@ -409,9 +404,9 @@ class KubeView:
         key = key_of(claim)
         with self.lock:
             cached = self.claim(key)
-            raw = self.raw("ResourceClaim", key)
-        if cached is None or raw is None:
+        if cached is None:
             raise WriteConflict(f"claim {key} was deleted")
+        raw = _written_fields(cached)
         have = {r.uid for r in cached.status.reserved_for if r.uid}
         added = [r for r in claim.status.reserved_for if r.uid not in have]
         allocating = claim.status.allocation is not None and cached.status.allocation is None
@@ -420,10 +415,11 @@ class KubeView:
         touched = False  # something of this call's may be stored (the finalizer, say)
         for attempt in range(MAX_WRITE_ATTEMPTS):
             if attempt:
-                raw = self._read("ResourceClaim", claim.name, claim.namespace,
-                                 maybe_applied=touched)
-                if raw is None:
+                read = self._read("ResourceClaim", claim.name, claim.namespace,
+                                  maybe_applied=touched)
+                if read is None:
                     raise WriteConflict(f"claim {key} was deleted")
+                raw = read
                 self._assume("ResourceClaim", key, raw)  # newer than the informer's copy
             status = raw.get("status") or {}
             cur_alloc = status.get("allocation")
@@ -544,9 +540,10 @@ class KubeView:
                 raise WriteFailed(f"{e}") from None
             self._settle_binding(pod, node, e)
         with self.lock:
-            raw = copy.deepcopy(self.raw("Pod", key) or pod.to_dict())
-            raw.setdefault("spec", {})["nodeName"] = node
-            self._assume("Pod", key, raw)
+            cur = self._effective_entry("Pod", key)
+            base = cur.model if cur is not None and isinstance(cur.model, Pod) else pod
+            bound = base.model_copy(update={"spec": base.spec.model_copy(update={"node_name": node})})
+            self._assume_model("Pod", key, bound, cur.rv if cur is not None else -1)
 
     def _settle_binding(self, pod: Pod, node: str, e: ApiError) -> None:
         """After a binding that failed with a conflict or a lost answer: return when the
@@ -647,6 +644,18 @@ def pod_scheduled(status: Mapping[str, Any]) -> Mapping[str, Any]:
         if isinstance(c, Mapping) and c.get("type") == "PodScheduled":
             return c
     return {}
+
+
+def _written_fields(claim: ResourceClaim) -> dict[str, Any]:
+    """What PreBind's writes read of a cached claim, in the server's JSON form: its name,
+    resourceVersion, finalizers and deletion, and its status (every field of which the
+    model holds: the allocation and the ``reservedFor`` entries)."""
+    meta = claim.metadata
+    return {"metadata": {"name": meta.name, "namespace": meta.namespace,
+                         "resourceVersion": meta.resource_version,
+                         "finalizers": list(meta.finalizers),
+                         "deletionTimestamp": meta.deletion_timestamp},
+            "status": claim.status.to_dict()}
 
 
 def _finalizers(raw: Mapping[str, Any]) -> list[str]:
