@@ -6,6 +6,8 @@ thread applies (:meth:`KubeView.apply`); models are built with
 resourceVersion are kept, not the server's JSON: every write below is a patch of
 fields the models hold whole (``status.allocation``, ``status.reservedFor``,
 ``metadata.finalizers``) or a binding, built from the model or from a fresh read.
+Pods and claims, the many, are kept packed at rest (their model's own JSON, see
+:class:`_Entry`) and typed again when read; the most recently used are kept typed.
 
 Writes follow kube-scheduler's DynamicResources plugin, each a minimal write of
 the fields the scheduler owns, with the resourceVersion read as precondition:
@@ -40,10 +42,11 @@ import datetime
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.keys import key_of
@@ -59,6 +62,7 @@ from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
 from .leader import fenced
 
 log = logging.getLogger("dra_affinity.kube.view")
+_T = TypeVar("_T")
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 WATCHED_KINDS = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
@@ -80,15 +84,33 @@ def rv_int(obj: Mapping[str, Any] | None) -> int:
         return -1
 
 
+#: Kinds kept packed at rest (see :class:`_Entry`): every pod and claim of the cluster.
+PACKED: dict[str, type[TypedObject]] = {"Pod": Pod, "ResourceClaim": ResourceClaim}
+#: How many packed objects are also kept typed, the most recently used (an attempt
+#: reads its pod and claims several times; a binding reads them again).
+TYPED_RECENT = 64
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    """What the view keeps of one object: its model and its resourceVersion (as a
-    number, :func:`rv_int`). Not the server's JSON: the writes are built from the
-    model (see the module's docstring), and kept beside it the JSON was as large as
-    the model again for every claim and pod of the cluster."""
+    """What the view keeps of one object: its model, or for a pod or claim (:data:`PACKED`)
+    the model's own JSON (``model_dump_json`` of the fields set: packed), and its
+    resourceVersion (a number, :func:`rv_int`). Not the server's JSON: the writes are
+    built from the model (see the module's docstring).
 
-    model: TypedObject
+    A packed object is typed again (``model_validate_json``, in pydantic's core) when it
+    is read: an equal model, with the same fields set. Typed, a pod or claim costs 5 to
+    15 KB (every sub-object a model with a field per attribute); packed, about a tenth."""
+
+    kept: TypedObject | str
     rv: int
+
+    @property
+    def model(self) -> TypedObject:
+        """The model of an entry kept typed (of a kind not :data:`PACKED`)."""
+        if isinstance(self.kept, str):
+            raise TypeError("a packed entry is read through KubeView._typed")
+        return self.kept
 
 
 class LeadershipLost(WriteFailed):
@@ -111,6 +133,8 @@ class KubeView:
         self.tolerated_taints = frozenset(tolerated_taints)
         self._node_views: dict[str, tuple[Node, Node]] = {}
         self._store: dict[str, dict[str, _Entry]] = {k: {} for k in WATCHED_KINDS}
+        # (kind, key) -> (entry, its model): packed entries read or written last, typed.
+        self._recent: OrderedDict[tuple[str, str], tuple[_Entry, TypedObject]] = OrderedDict()
         # Claims' parts alike (specs from one template, allocations' configs): one model.
         self.shared = SharedParts()
         # The assume cache: key -> what this process wrote, until the informer catches up.
@@ -119,7 +143,6 @@ class KubeView:
         self.synced: set[str] = set()
         self._nodes: list[str] | None = None
         self._slices: list[ResourceSlice] | None = None
-        self._claims: list[ResourceClaim] | None = None
         self._classes: dict[str, DeviceClass] | None = None
         self._namespaces: dict[str, Mapping[str, str]] | None = None
 
@@ -208,7 +231,7 @@ class KubeView:
         if model is None:
             self._store[kind].pop(key, None)
         else:
-            self._store[kind][key] = _Entry(model, rv)
+            self._store[kind][key] = self._entry(kind, key, model, rv)
         assumed = self._assumed.get(kind, {}).get(key)
         if assumed is not None and self._caught_up(kind, model, rv, assumed):
             del self._assumed[kind][key]  # the watch caught up with our write
@@ -243,7 +266,37 @@ class KubeView:
 
     def _effective(self, kind: str, key: str) -> TypedObject | None:
         e = self._effective_entry(kind, key)
-        return e.model if e is not None else None
+        return self._typed(kind, key, e) if e is not None else None
+
+    def _entry(self, kind: str, key: str, model: TypedObject, rv: int) -> _Entry:
+        """The store's entry for a model just converted: packed for a pod or claim, which
+        is then among the recently used (its listeners and the next cycle read it)."""
+        if kind not in PACKED:
+            return _Entry(model, rv)
+        e = _Entry(model.model_dump_json(by_alias=True, exclude_unset=True), rv)
+        self._remember(kind, key, e, model)
+        return e
+
+    def _typed(self, kind: str, key: str, e: _Entry) -> TypedObject:
+        """An entry's model: as kept, or typed again from its packed form."""
+        kept = e.kept
+        if not isinstance(kept, str):
+            return kept
+        with self.lock:
+            hit = self._recent.get((kind, key))
+            if hit is not None and hit[0] is e:
+                self._recent.move_to_end((kind, key))
+                return hit[1]
+            model = PACKED[kind].model_validate_json(kept)
+            self._remember(kind, key, e, model)
+            return model
+
+    def _remember(self, kind: str, key: str, e: _Entry, model: TypedObject) -> None:
+        recent = self._recent
+        recent[(kind, key)] = (e, model)
+        recent.move_to_end((kind, key))
+        while len(recent) > TYPED_RECENT:
+            recent.popitem(last=False)
 
     def _changed(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None:
         if old is new:
@@ -255,8 +308,6 @@ class KubeView:
                 self._node_views.pop(gone.name, None)
         elif kind == "ResourceSlice":
             self._slices = None
-        elif kind == "ResourceClaim":
-            self._claims = None
         elif kind == "DeviceClass":
             self._classes = None
         elif kind == "Namespace":
@@ -328,15 +379,14 @@ class KubeView:
         return self._classes
 
     def claims(self) -> Sequence[ResourceClaim]:
-        if self._claims is None:
-            keys = sorted(set(self._store["ResourceClaim"]) | set(self._assumed["ResourceClaim"]))
-            out = []
-            for k in keys:
-                m = self._effective("ResourceClaim", k)
-                if isinstance(m, ResourceClaim):
-                    out.append(m)
-            self._claims = out
-        return self._claims
+        """Every claim, by key, each typed when it is read (:class:`Typed`): a caller
+        that goes through them once never holds them all typed at once."""
+        keys = sorted(set(self._store["ResourceClaim"]) | set(self._assumed["ResourceClaim"]))
+        return Typed(keys, self.claim)
+
+    def claim_count(self) -> int:
+        """Claims in the cache (for logs)."""
+        return len(set(self._store["ResourceClaim"]) | set(self._assumed["ResourceClaim"]))
 
     def claim(self, key: str) -> ResourceClaim | None:
         m = self._effective("ResourceClaim", key)
@@ -346,9 +396,10 @@ class KubeView:
         m = self._effective("Pod", key)
         return m if isinstance(m, Pod) else None
 
-    def pods(self) -> list[Pod]:
+    def pods(self) -> Sequence[Pod]:
+        """Every pod, by key, each typed when it is read (:class:`Typed`)."""
         keys = sorted(set(self._store["Pod"]) | set(self._assumed["Pod"]))
-        return [p for p in (self.pod(k) for k in keys) if p is not None]
+        return Typed(keys, self.pod)
 
     # ================================================================== notification
     def subscribe(self, listener: Listener) -> None:
@@ -372,7 +423,7 @@ class KubeView:
             before = self._effective(kind, key)
             cur = self._store[kind].get(key)
             if cur is None or kind == "Pod" or rv > cur.rv:
-                self._assumed[kind][key] = _Entry(model, rv)
+                self._assumed[kind][key] = _Entry(model, rv)  # typed: few, and soon gone
             self._changed(kind, before, self._effective(kind, key))
 
     def missing_claims(self, pod: Pod) -> list[str]:
@@ -541,7 +592,8 @@ class KubeView:
             self._settle_binding(pod, node, e)
         with self.lock:
             cur = self._effective_entry("Pod", key)
-            base = cur.model if cur is not None and isinstance(cur.model, Pod) else pod
+            seen = self._typed("Pod", key, cur) if cur is not None else None
+            base = seen if isinstance(seen, Pod) else pod
             bound = base.model_copy(update={"spec": base.spec.model_copy(update={"node_name": node})})
             self._assume_model("Pod", key, bound, cur.rv if cur is not None else -1)
 
@@ -636,6 +688,39 @@ class KubeView:
         with self.lock:
             self._conditions[key] = (reason, message)
         return True
+
+
+class Typed(Sequence[_T]):
+    """Objects of the view by key, each read (typed) when it is taken: a sequence over
+    every pod or claim of the cluster that never holds them all typed at once. The keys
+    are those of when it was made; one whose object is gone since is skipped."""
+
+    def __init__(self, keys: list[str], read: Callable[[str], _T | None]) -> None:
+        self._keys = keys
+        self._read = read
+
+    def __iter__(self) -> Iterator[_T]:
+        for k in self._keys:
+            obj = self._read(k)
+            if obj is not None:
+                yield obj
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @overload
+    def __getitem__(self, i: int) -> _T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[_T]: ...
+
+    def __getitem__(self, i: int | slice) -> _T | list[_T]:
+        if isinstance(i, slice):
+            return [o for o in (self._read(k) for k in self._keys[i]) if o is not None]
+        obj = self._read(self._keys[i])
+        if obj is None:
+            raise IndexError(f"{self._keys[i]} is gone")
+        return obj
 
 
 def pod_scheduled(status: Mapping[str, Any]) -> Mapping[str, Any]:

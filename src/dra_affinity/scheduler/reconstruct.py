@@ -25,7 +25,7 @@ Locked, anything else is Unreconstructable until the device drains.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dra_affinity.api.keys import key_of
@@ -193,7 +193,6 @@ class Reconstructor:
         if not changed:
             return
         classes = cache.view.classes()
-        claims = {key_of(c): c for c in cache.view.claims()}
         for did in sorted(cache.state.devices()):
             info = snap.devices.get(did)
             pid = info.pool_info.id if info is not None else _pool_of(did)
@@ -205,12 +204,14 @@ class Reconstructor:
                 # is not allocatable meanwhile; it is re-derived when its pool is
                 # complete and publishes it again.
                 continue
-            self._reconcile_device(did, info, claims, classes)
+            self._reconcile_device(did, info, cache.view.claim, classes)
 
     def _reconcile_device(self, did: str, info: DeviceInfo,
-                          claims: Mapping[str, ResourceClaim], classes: Mapping[str, DeviceClass]) -> None:
+                          claim_of: Callable[[str], ResourceClaim | None],
+                          classes: Mapping[str, DeviceClass]) -> None:
         """Re-derive an in-use device of a complete pool whose extractors (or completeness)
-        changed, and compare with what the device was before."""
+        changed, and compare with what the device was before. Its claims are read one by
+        one (a cluster's view types each when it is read: not every claim at once)."""
         state = self.cache.state
         shares = list(state.shares(did))
         # Pending devices are Unreconstructable by construction (nothing allocates on an
@@ -233,7 +234,7 @@ class Reconstructor:
             keysets: list[AffinityKeys | None] = []
             why = ""
             for s in shares:
-                claim = claims.get(s.claim)
+                claim = claim_of(s.claim)
                 k = None
                 if claim is not None:
                     memo = ExtractionMemo({s.claim: claim}, classes)
