@@ -416,3 +416,35 @@ def test_every_example_pod_and_claim_reads_back_from_its_packed_form(example: st
         got = view.pod(key_of(obj)) if obj.kind == "Pod" else view.claim(key_of(obj))
         assert got == want and got is not None and got.model_fields_set == want.model_fields_set
         assert got.to_dict() == obj.to_dict()
+
+
+def test_bound_pods_kept_packed_still_count_for_anti_affinity_and_their_node() -> None:
+    """A pod of another scheduler bound to node-1, kept packed: its labels still repel our
+    pod's anti-affinity and its requests still fill its node; typed again at a restart
+    (``start`` reads every pod), it counts the same."""
+    api = FakeApi()
+    build(api)
+    web = world_pod("web", "unused", scheduler="default-scheduler")
+    web["metadata"]["labels"] = {"app": "web"}
+    web["spec"]["nodeName"] = "node-1"
+    web["spec"]["resourceClaims"] = []
+    api.create("Pod", web)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    mine = world_pod("a", "a-nic")
+    mine["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    api.create("Pod", mine)
+    for _restart in range(2):
+        proc = SchedulerProcess(api, Options(leader_elect=False, metrics_port=-1))
+        for r in proc.reflectors:
+            r.list_once()
+        while len(proc.changes):
+            proc._drain(0)
+        assert isinstance(proc.view._store["Pod"]["default/web"].kept, str)
+        proc.scheduler.start()
+        proc.started.set()
+        assert proc.scheduler.cache.usage.on("node-1")["pods"] == 1
+        while (key := proc.queue.pop()) is not None:
+            proc.schedule_one(key)
+        bound = api.get("Pod", "default/a")
+        assert bound is not None and bound["spec"]["nodeName"] == "node-2"

@@ -133,8 +133,10 @@ class KubeView:
         self.tolerated_taints = frozenset(tolerated_taints)
         self._node_views: dict[str, tuple[Node, Node]] = {}
         self._store: dict[str, dict[str, _Entry]] = {k: {} for k in WATCHED_KINDS}
-        # (kind, key) -> (entry, its model): packed entries read or written last, typed.
+        # (kind, key) -> (entry, its model): packed entries read or written last, typed;
+        # under a lock of its own, so that a read never waits for a scheduling cycle.
         self._recent: OrderedDict[tuple[str, str], tuple[_Entry, TypedObject]] = OrderedDict()
+        self._recent_lock = threading.Lock()
         # Claims' parts alike (specs from one template, allocations' configs): one model.
         self.shared = SharedParts()
         # The assume cache: key -> what this process wrote, until the informer catches up.
@@ -282,21 +284,22 @@ class KubeView:
         kept = e.kept
         if not isinstance(kept, str):
             return kept
-        with self.lock:
+        with self._recent_lock:
             hit = self._recent.get((kind, key))
             if hit is not None and hit[0] is e:
                 self._recent.move_to_end((kind, key))
                 return hit[1]
-            model = PACKED[kind].model_validate_json(kept)
-            self._remember(kind, key, e, model)
-            return model
+        model = PACKED[kind].model_validate_json(kept)
+        self._remember(kind, key, e, model)
+        return model
 
     def _remember(self, kind: str, key: str, e: _Entry, model: TypedObject) -> None:
-        recent = self._recent
-        recent[(kind, key)] = (e, model)
-        recent.move_to_end((kind, key))
-        while len(recent) > TYPED_RECENT:
-            recent.popitem(last=False)
+        with self._recent_lock:
+            recent = self._recent
+            recent[(kind, key)] = (e, model)
+            recent.move_to_end((kind, key))
+            while len(recent) > TYPED_RECENT:
+                recent.popitem(last=False)
 
     def _changed(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None:
         if old is new:
