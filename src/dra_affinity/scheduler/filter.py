@@ -14,13 +14,13 @@ with ``firstfit`` the first feasible node wins and the scan stops there; with
 ``affinity`` the most consolidating node, ties in node order. Otherwise every
 node is filtered (up to upstream's number of feasible nodes to find) and scored.
 The fast paths (:mod:`dra_affinity.scheduler.fastpath`) must choose exactly the
-node this scan chooses; they only skip work, and only when the device score
-alone decides.
+node this scan chooses; they only skip work: the indexes only when the device
+score alone decides, the kept verdicts (``check``) in either scan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dra_affinity.cel import OutcomeKind
@@ -92,14 +92,23 @@ def placement_conflict(cache: SchedulerCache, cyc: CycleState) -> Reason | None:
 def filter_node(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapshot,
                 state: AllocatedState, scoring: str,
                 devices: Sequence[DeviceInfo] | None = None) -> NodeResult:
-    """Filter for one pod on one node: the node filters (:func:`node_rejection`), claims
-    allocated elsewhere, then the allocator over the node's devices (or the ``devices``
-    a fast path narrowed to)."""
+    """Filter for one pod on one node: the node filters (:func:`node_rejection`), then
+    DynamicResources (:func:`dynamic_resources`)."""
     labels = snap.labels.get(node, {})
     bad = node_rejection(cache, cyc, node, labels)
     if bad is not None:
         return NodeResult(node, False, [], [Reason(bad.code, bad.message, node, plugin=bad.plugin,
                                                    fit=bad.reasons)])
+    return dynamic_resources(cache, cyc, node, snap, state, scoring, devices)
+
+
+def dynamic_resources(cache: SchedulerCache, cyc: CycleState, node: str, snap: Snapshot,
+                      state: AllocatedState, scoring: str,
+                      devices: Sequence[DeviceInfo] | None = None) -> NodeResult:
+    """Filter's DRA part on a node the node filters passed: claims allocated elsewhere,
+    then the allocator over the node's devices (or the ``devices`` a fast path narrowed
+    to)."""
+    labels = snap.labels.get(node, {})
     for c in cyc.allocated:
         sel = c.status.allocation.node_selector if c.status.allocation else None
         if sel is not None and not node_selector_matches(sel, node, labels):
@@ -245,14 +254,19 @@ def node_scoring(cache: SchedulerCache, cyc: CycleState) -> bool:
     return cyc.ranks_nodes
 
 
+#: Filter for one node of the cycle (a fast path may answer from kept verdicts).
+NodeFilter = Callable[[str], NodeResult]
+
+
 def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
-                scoring: str) -> None:
+                scoring: str, check: NodeFilter | None = None) -> None:
     """Filter every node in order until upstream's number of feasible nodes is found,
-    then Score them; the highest weighted total wins, ties in node order."""
+    then Score them; the highest weighted total wins, ties in node order. ``check``
+    stands for :func:`filter_node` where given."""
     feasible: list[NodeResult] = []
     limit = feasible_nodes_to_find(len(snap.nodes))
     for node in snap.nodes:
-        res = filter_node(cache, cyc, node, snap, state, scoring)
+        res = check(node) if check is not None else filter_node(cache, cyc, node, snap, state, scoring)
         if res.ok:
             feasible.append(res)
             if len(feasible) >= limit:
@@ -277,15 +291,16 @@ def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: A
 
 
 def full_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
-              scoring: str) -> None:
-    """The reference Filter and Score over every node, in order."""
+              scoring: str, check: NodeFilter | None = None) -> None:
+    """The reference Filter and Score over every node, in order (``check``: as in
+    :func:`scored_scan`)."""
     if node_scoring(cache, cyc):
-        scored_scan(cache, cyc, snap, state, scoring)
+        scored_scan(cache, cyc, snap, state, scoring, check)
         return
     best: NodeResult | None = None
     best_score = -1
     for node in snap.nodes:
-        res = filter_node(cache, cyc, node, snap, state, scoring)
+        res = check(node) if check is not None else filter_node(cache, cyc, node, snap, state, scoring)
         if res.ok:
             if scoring != AFFINITY:
                 best = res

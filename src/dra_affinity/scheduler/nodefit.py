@@ -588,7 +588,8 @@ def check_node(p: PodPlacement, n: NodeFacts, labels: Mapping[str, str], used: R
         if used.get(PODS, 0) + 1 > alloc.get(PODS, 0):
             fit_reasons.append("Too many pods")
         short = [k for k, v in p.requests.items() if v > alloc.get(k, 0) - used.get(k, 0)]
-        fit_reasons += [f"Insufficient {k}" for k in _upstream_order(short)]
+        if short:
+            fit_reasons += [f"Insufficient {k}" for k in _upstream_order(short)]
         if fit_reasons:
             what = (f"too many pods ({alloc.get(PODS, 0)} allowed)" if fit_reasons[0] == "Too many pods"
                     else f"insufficient {', '.join(short)}")

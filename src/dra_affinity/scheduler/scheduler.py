@@ -68,6 +68,7 @@ from .cycle import Attempt, CycleState, prefilter
 from .fastpath import FastPaths
 from .fastpath.contentkey import ContentCache
 from .fastpath.filter import IndexedFilter
+from .fastpath.verdicts import VerdictCache
 from .filter import FIRSTFIT, SCORING, filter_node, fit_error_message, full_scan, placement_conflict
 from .nodefit import NodeUsage
 from .reconstruct import Reconstructor
@@ -106,6 +107,7 @@ class Scheduler:
         self.fast_paths = fast_paths or FastPaths()
         self.cache = SchedulerCache(view, self.features)
         self.indexed = IndexedFilter(self.cache, self.fast_paths)
+        self.verdicts = VerdictCache(self.cache) if self.fast_paths.verdict_cache else None
         self.reconstructor = Reconstructor(self.cache, self.metrics, self.recorder)
         # Extraction outcomes by content, for this scheduler's life (a fast path).
         self.extraction_cache = ContentCache() if self.fast_paths.extraction_cache else None
@@ -146,6 +148,8 @@ class Scheduler:
 
     def stop(self) -> None:
         self.view.unsubscribe(self)
+        if self.verdicts is not None:
+            self.verdicts.close()
 
     # ================================================================== informer hooks
     def on_change(self, kind: str, old: TypedObject | None, new: TypedObject | None) -> None:
@@ -280,14 +284,15 @@ class Scheduler:
                 cyc.node_reasons.append(Reason(reasons.NO_NODES, "no nodes in the cluster"))
             cyc.filtered_on = (snap, state, state.version)
             cyc.usage_version = self.cache.usage.version
-            found = False
+            found = indexed = False
             if self.indexed.applies(cyc, state):
+                indexed = True
                 found = self.indexed.find(cyc, snap, state, self.scoring)
                 if not found:
                     # Nothing fits: a full pass gives every node's reasons (rare, off the hot path).
                     cyc.counters = Counters()
             if not found:
-                full_scan(self.cache, cyc, snap, state, self.scoring)
+                self._scan(cyc, snap, state, kept=not indexed)
             if cyc.chosen is not None:
                 cyc.chosen = with_share_ids(cyc.chosen, cyc.to_allocate, state)
         finally:
@@ -302,6 +307,17 @@ class Scheduler:
             if cyc.counters.no_keys:
                 pending[NO_KEYS] += cyc.counters.no_keys
             cyc.counters = Counters()
+
+    def _scan(self, cyc: CycleState, snap: Snapshot, state: AllocatedState, *, kept: bool) -> None:
+        """The full scan, through the kept verdicts when ``kept`` and they apply (not
+        after the indexes found nothing: that pass is for every node's reasons)."""
+        check = self.verdicts.for_cycle(cyc, snap, state, self.scoring) \
+            if kept and self.verdicts is not None else None
+        full_scan(self.cache, cyc, snap, state, self.scoring, check)
+        if check is not None and not check.finish():
+            # A kept verdict disagreed with a fresh one: scan again without them.
+            cyc.chosen, cyc.scores, cyc.rejected = None, None, []
+            full_scan(self.cache, cyc, snap, state, self.scoring)
 
     # ================================================================== Reserve .. Bind
     def _reserve(self, cyc: CycleState) -> Attempt | Binding:

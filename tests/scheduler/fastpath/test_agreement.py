@@ -19,6 +19,9 @@ from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import WorkloadSpec, device_class, node_name, pod_objects, slices
 from dra_affinity.structured.model import Result
 
+#: (result, node, devices, message) per attempt: the message holds the rejection reasons.
+Outcome = tuple[str, str | None, tuple[str, ...], str]
+
 
 def prefer(pod: Pod, node: str, weight: int) -> Pod:
     """The pod with a preferred node affinity term for ``node`` (node scores rank then)."""
@@ -29,7 +32,7 @@ def prefer(pod: Pod, node: str, weight: int) -> Pod:
 
 
 def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed: int,
-        preferring: float = 0.0) -> list[tuple[str, str | None, tuple[str, ...]]]:
+        preferring: float = 0.0) -> list[Outcome]:
     cluster = Cluster()
     cluster.apply(device_class())
     for i in range(spec.nodes):
@@ -39,12 +42,12 @@ def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed:
     sched.start()
     rng = random.Random(seed)
     running: list[str] = []
-    out = []
+    out: list[Outcome] = []
     for n in range(steps):
         if running and rng.random() < 0.3:
             victim = running.pop(rng.randrange(len(running)))
             cluster.delete("Pod", f"default/{victim}")
-            out.append(("delete", victim, ()))
+            out.append(("delete", victim, (), ""))
             continue
         name = f"p{n}"
         claim, pod = pod_objects(name, rng.randrange(spec.values))
@@ -53,23 +56,24 @@ def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed:
         cluster.apply(claim)
         cluster.apply(pod)
         a = sched.schedule(f"default/{name}")
-        out.append((a.result.value, a.node, tuple(x["device"] for x in a.allocations)))
+        out.append((a.result.value, a.node, tuple(x["device"] for x in a.allocations), a.message))
         if a.result is Result.SCHEDULED:
             running.append(name)
     return out
 
 
-COMBINATIONS = [FastPaths(*bits) for bits in itertools.product((False, True), repeat=3)]
+COMBINATIONS = [FastPaths(*bits) for bits in itertools.product((False, True), repeat=4)]
 
 
 @cache
-def reference(scoring: str, seed: int) -> tuple[tuple[str, str | None, tuple[str, ...]], ...]:
+def reference(scoring: str, seed: int) -> tuple[Outcome, ...]:
     spec = WorkloadSpec(nodes=6, devices_per_node=3, slots=3, values=5, seed=seed)
     return tuple(run(spec, paths=FastPaths.none(), scoring=scoring, steps=150, seed=seed))
 
 
 @pytest.mark.parametrize("paths", COMBINATIONS[1:], ids=lambda p: (
-    f"free={int(p.free_index)},node={int(p.node_index)},content={int(p.extraction_cache)}"))
+    f"free={int(p.free_index)},node={int(p.node_index)},content={int(p.extraction_cache)},"
+    f"verdicts={int(p.verdict_cache)}"))
 @pytest.mark.parametrize("scoring", ["firstfit", "affinity"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_fast_paths_agree_with_full_scan(paths: FastPaths, scoring: str, seed: int) -> None:
@@ -87,7 +91,7 @@ def test_fast_paths_agree_with_full_scan_when_node_scores_rank(scoring: str) -> 
     combination chooses what the reference chooses."""
     spec = WorkloadSpec(nodes=6, devices_per_node=3, slots=3, values=5, seed=4)
     slow = run(spec, paths=FastPaths.none(), scoring=scoring, steps=150, seed=4, preferring=0.35)
-    fast = run(spec, paths=FastPaths(True, True, True), scoring=scoring, steps=150, seed=4, preferring=0.35)
+    fast = run(spec, paths=FastPaths.all(), scoring=scoring, steps=150, seed=4, preferring=0.35)
     assert fast == slow
     firstfit = run(spec, paths=FastPaths.none(), scoring=scoring, steps=150, seed=4)
     assert slow != firstfit, "the preferences changed no choice: node scores not exercised"

@@ -23,7 +23,7 @@ from dra_affinity.structured.model import Result
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-Outcome = tuple[str, str | None, tuple[str, ...]]
+Outcome = tuple[str, str | None, tuple[str, ...], str]
 
 
 def constrained(p: Pod, kind: int) -> Pod:
@@ -67,7 +67,7 @@ def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed:
         if running and rng.random() < 0.3:
             victim = running.pop(rng.randrange(len(running)))
             cluster.delete("Pod", f"default/{victim}")
-            out.append(("delete", victim, ()))
+            out.append(("delete", victim, (), ""))
             continue
         if rng.random() < 0.15:
             # A pod another scheduler bound, without claims: it takes a pod slot and may
@@ -91,13 +91,13 @@ def run(spec: WorkloadSpec, *, paths: FastPaths, scoring: str, steps: int, seed:
         assert cluster.apply(claim).applied
         assert cluster.apply(constrained(pod, kind)).applied
         a = sched.schedule(f"default/{name}")
-        out.append((a.result.value, a.node, tuple(x["device"] for x in a.allocations)))
+        out.append((a.result.value, a.node, tuple(x["device"] for x in a.allocations), a.message))
         if a.result is Result.SCHEDULED:
             running.append(name)
     return out
 
 
-COMBINATIONS = [FastPaths(*bits) for bits in itertools.product((False, True), repeat=3)]
+COMBINATIONS = [FastPaths(*bits) for bits in itertools.product((False, True), repeat=4)]
 
 
 @cache
@@ -107,7 +107,8 @@ def reference(scoring: str, seed: int) -> tuple[Outcome, ...]:
 
 
 @pytest.mark.parametrize("paths", COMBINATIONS[1:], ids=lambda p: (
-    f"free={int(p.free_index)},node={int(p.node_index)},content={int(p.extraction_cache)}"))
+    f"free={int(p.free_index)},node={int(p.node_index)},content={int(p.extraction_cache)},"
+    f"verdicts={int(p.verdict_cache)}"))
 @pytest.mark.parametrize("scoring", SCORING)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_fast_paths_agree_with_full_scan_under_placement_constraints(paths: FastPaths, scoring: str,

@@ -10,7 +10,9 @@ reference: docs/decisions.md, "One scheduler configuration".
 
 * :mod:`.freeindex`: nodes by free capacity and lock value, for one-device requests;
 * :mod:`.nodeindex`: per claim-content cursors and cached "device not viable" verdicts;
-* :mod:`.contentkey`: extraction outcomes shared across cycles by config content.
+* :mod:`.contentkey`: extraction outcomes shared across cycles by config content;
+* :mod:`.verdicts`: a node's Filter verdict for a pod signature, kept while the node's
+  devices and pods are unchanged (the scan node scores need).
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ class FastPaths:
     free_index: bool = True
     node_index: bool = True
     extraction_cache: bool = True
+    verdict_cache: bool = True
 
     @classmethod
     def all(cls) -> FastPaths:
-        return cls(True, True, True)
+        return cls(True, True, True, True)
 
     @classmethod
     def none(cls) -> FastPaths:
-        return cls(False, False, False)
+        return cls(False, False, False, False)
 
     @property
     def indexed(self) -> bool:

@@ -1,0 +1,320 @@
+"""Filter verdicts reused across cycles, per (pod signature, node).
+
+A node's Filter result for a pod is a function of two things. The pod's side: its
+claims' specs and the DeviceClasses they name (what the allocator and the
+extraction read) and what the node filters read of the pod (tolerations, node
+selector and required affinity, requests, host ports): the *signature*. The
+node's side: the snapshot (nodes, labels, Node objects, slices), the devices the
+node reaches with their shares and locks (:class:`AllocatedState`), and the pods
+counted on the node (:class:`NodeUsage`). So a verdict is kept per signature and
+node with the node's *generation*, a counter bumped whenever one of the node's
+devices changes in the state's change log (every node that reaches the device:
+a network-attached pool bumps them all) or a pod starts or stops counting on the
+node; a new snapshot, state or usage object drops every verdict. While the
+generation is unchanged, the node's verdict for that signature is reused.
+
+What a verdict cannot be reused for:
+
+* pods whose verdict depends on pods on other nodes: the inter-pod filters have
+  something to check (:func:`~..filter.placement_state`: the pod's own affinity,
+  anti-affinity or spread, or a bound pod with required anti-affinity), claims
+  allocated already, experiments that reorder devices: no reuse and nothing kept;
+* the claims themselves: a kept result names the claims of the pod it was computed
+  for. The scan only reads whether the node fits and its device score, both
+  functions of the signature; the node a cycle chooses is filtered again for the
+  cycle's own claims (:meth:`CycleVerdicts.finish`), and when the pod fails, the
+  nodes whose kept result belongs to other claims are filtered again for their
+  reasons, in the same cycle, against the same state.
+
+Memory is bounded by :data:`MAX_SIGNATURES` (least recently used first out) times
+the number of nodes.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from dra_affinity.api.resource import DeviceClass
+from dra_affinity.structured.model import DeviceInfo, NodeResult
+from dra_affinity.structured.snapshot import Snapshot
+from dra_affinity.structured.state import AllocatedState
+
+from ..cache import SchedulerCache
+from ..cycle import CycleState
+from ..filter import (
+    AFFINITY,
+    dynamic_resources,
+    filter_node,
+    node_rejection,
+    placement_state,
+    rank_devices,
+)
+from ..nodefit import BoundPod, NodeUsage
+
+#: Signatures whose verdicts are kept at once (each holds one entry per node, and nine
+#: bytes per device for one-device pods).
+MAX_SIGNATURES = 128
+
+
+class _Entry(NamedTuple):
+    generation: int
+    result: NodeResult
+    owner: tuple[str, ...]  # the claims the result was computed for
+
+
+#: A device's verdict for a one-device pod (see :class:`_Kept`).
+UNKNOWN, NOT_VIABLE, VIABLE, JOINS_LOCK = 0, 1, 2, 3
+
+
+class _Kept:
+    """The verdicts kept for one signature: per node (any pod), and for a pod that
+    needs one device, per device (a node fits exactly when one of its devices does,
+    and that verdict moves only with the device: one node's pods changing does not
+    drop its devices' verdicts, and a device reached from several nodes is judged
+    once)."""
+
+    __slots__ = ("devices", "joins", "nodes", "passed", "versions")
+
+    def __init__(self, nodes: int, devices: int) -> None:
+        self.nodes: list[_Entry | None] = [None] * nodes
+        # By node position: the generation at which the node filters last passed.
+        self.passed = array("q", [-1]) * (nodes if devices else 0)
+        # By the device's snapshot order: its verdict, at which ``device_version``.
+        self.devices = bytearray(devices)
+        self.versions = array("q", [-1]) * devices
+        # The share of each device that JOINS_LOCK (the affinity device score reads it).
+        self.joins: dict[int, NodeResult] = {}
+
+
+class VerdictCache:
+    """Kept Filter verdicts of the current snapshot, state and node usage."""
+
+    def __init__(self, cache: SchedulerCache) -> None:
+        self.cache = cache
+        self._snap: Snapshot | None = None
+        self._state: AllocatedState | None = None
+        self._usage: NodeUsage | None = None
+        self._pos: dict[str, int] = {}
+        self._devices = 0  # snapshot order bound
+        # Device id -> positions of the nodes that reach it.
+        self._reach: dict[str, tuple[int, ...]] = {}
+        self.generations: list[int] = []
+        self._seen = 0  # the state's change log read up to here
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        # DeviceClass content by object (the object held, so its id is not reused).
+        self._class_json: dict[int, tuple[DeviceClass, str]] = {}
+        # Counters (tests, diagnostics): verdicts reused, computed, chosen nodes whose
+        # fresh result did not fit (a missed invalidation: the cycle falls back).
+        self.reused = 0
+        self.computed = 0
+        self.stale = 0
+
+    @property
+    def signatures(self) -> int:
+        """How many signatures have verdicts kept."""
+        return len(self._kept)
+
+    # ------------------------------------------------------------------ stamps
+    def _sync(self, snap: Snapshot, state: AllocatedState) -> None:
+        """Bring the node generations up to date with the state's change log, or start
+        afresh when the snapshot, the state or the usage was replaced."""
+        usage = self.cache.usage
+        if snap is not self._snap or state is not self._state or usage is not self._usage:
+            self._reset(snap, state, usage)
+            return
+        changes = state.changes_since(self._seen)
+        if changes is None:  # dropped from the log before this read it
+            for kept in self._kept.values():
+                kept.nodes = [None] * len(kept.nodes)
+        else:
+            gens, reach = self.generations, self._reach
+            for dev in changes:
+                for p in reach.get(dev, ()):
+                    gens[p] += 1
+        self._seen = state.change_seq
+
+    def _reset(self, snap: Snapshot, state: AllocatedState, usage: NodeUsage) -> None:
+        self.close()
+        self._snap, self._state, self._usage = snap, state, usage
+        self._pos = {n: i for i, n in enumerate(snap.nodes)}
+        reach: dict[str, list[int]] = {}
+        for i, n in enumerate(snap.nodes):
+            for d in snap.by_node.get(n, ()):
+                reach.setdefault(d.id, []).append(i)
+        self._reach = {d: tuple(ps) for d, ps in reach.items()}
+        self._devices = max((d.order for d in snap.devices.values()), default=-1) + 1
+        self.generations = [0] * len(snap.nodes)
+        self._kept.clear()
+        self._class_json.clear()
+        self._seen = state.change_seq
+        usage.listeners.append(self)
+
+    def close(self) -> None:
+        """Stop listening to the node usage (replaced, or the scheduler stops)."""
+        if self._usage is not None and self in self._usage.listeners:
+            self._usage.listeners.remove(self)
+
+    def pod_added(self, pod: BoundPod) -> None:
+        self._bump(pod.node)
+
+    def pod_removed(self, pod: BoundPod) -> None:
+        self._bump(pod.node)
+
+    def _bump(self, node: str) -> None:
+        p = self._pos.get(node)
+        if p is not None:
+            self.generations[p] += 1
+
+    # ------------------------------------------------------------------ per cycle
+    def signature(self, cyc: CycleState) -> str:
+        """What decides the pod's verdict on a node, beside the node's own state."""
+        p = cyc.placement
+        parts = [p.signature(), repr(sorted(p.requests.items())), repr(p.terms.ports)]
+        classes = self.cache.view.classes()
+        named: dict[str, None] = {}
+        for c in cyc.claims:
+            parts.append(c.spec.model_dump_json())
+        for spec in cyc.to_allocate:
+            for r in spec.requests:
+                for alt in r.alternatives:
+                    named[alt.class_name] = None
+        for name in named:
+            parts.append(f"{name}={self._class_content(classes.get(name))}")
+        return "\x00".join(parts)
+
+    def _class_content(self, cls: DeviceClass | None) -> str:
+        if cls is None:
+            return ""
+        hit = self._class_json.get(id(cls))
+        if hit is None or hit[0] is not cls:
+            hit = self._class_json[id(cls)] = (cls, cls.model_dump_json())
+        return hit[1]
+
+    def for_cycle(self, cyc: CycleState, snap: Snapshot, state: AllocatedState,
+                  scoring: str) -> CycleVerdicts | None:
+        """The cycle's node filter with kept verdicts, or None when they must not be
+        used for this pod (see the module's docstring)."""
+        if state is not self.cache.state or cyc.allocated or cyc.hooks is not None:
+            return None
+        if placement_state(self.cache, cyc) is not None:
+            return None
+        self._sync(snap, state)
+        sig = self.signature(cyc)
+        kept = self._kept.get(sig)
+        if kept is None:
+            kept = self._kept[sig] = _Kept(len(snap.nodes), self._devices if cyc.single else 0)
+            if len(self._kept) > MAX_SIGNATURES:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(sig)
+        return CycleVerdicts(self, cyc, snap, state, scoring, kept)
+
+
+class CycleVerdicts:
+    """Filter for one cycle, node by node, through the kept verdicts."""
+
+    def __init__(self, verdicts: VerdictCache, cyc: CycleState, snap: Snapshot,
+                 state: AllocatedState, scoring: str, kept: _Kept) -> None:
+        self.verdicts = verdicts
+        self.cyc, self.snap, self.state, self.scoring = cyc, snap, state, scoring
+        self.kept = kept
+        self.owner = tuple(c.key for c in cyc.to_allocate)
+        # Results not computed for this cycle's claims (or not for all the node's
+        # devices), by node: the chosen one is filtered again, and the rejected ones
+        # when the pod fails.
+        self.borrowed: dict[str, NodeResult] = {}
+
+    def __call__(self, node: str) -> NodeResult:
+        if self.cyc.single is not None:
+            return self._by_device(node)
+        v = self.verdicts
+        p = v._pos[node]
+        gen = v.generations[p]
+        e = self.kept.nodes[p]
+        if e is not None and e.generation == gen:
+            v.reused += 1
+            if e.owner != self.owner:
+                self.borrowed[node] = e.result
+            return e.result
+        v.computed += 1
+        res = filter_node(v.cache, self.cyc, node, self.snap, self.state, self.scoring)
+        self.kept.nodes[p] = _Entry(gen, res, self.owner)
+        return res
+
+    def _by_device(self, node: str) -> NodeResult:
+        """A one-device pod: the node filters now, then the node's devices in the
+        order the allocator tries them, each judged by its kept verdict while the
+        device is unchanged; the first viable one decides, as in the allocator."""
+        v, cyc, snap, state, kept = self.verdicts, self.cyc, self.snap, self.state, self.kept
+        p = v._pos[node]
+        gen = v.generations[p]
+        if kept.passed[p] != gen:
+            if node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is not None:
+                return filter_node(v.cache, cyc, node, snap, state, self.scoring)  # no claim in it
+            kept.passed[p] = gen
+        devs: Sequence[DeviceInfo] = snap.by_node.get(node, ())
+        if self.scoring == AFFINITY:
+            assert cyc.single is not None
+            devs = rank_devices(v.cache, cyc, devs, *cyc.single, state)
+        versions = state.device_version
+        for d in devs:
+            o = d.order
+            version = versions.get(d.id, 0)
+            if kept.versions[o] == version:
+                v.reused += 1
+                verdict = kept.devices[o]
+            else:
+                v.computed += 1
+                res = dynamic_resources(v.cache, cyc, node, snap, state, self.scoring, [d])
+                joins = res.ok and any(s.reused_lock for s in res.shares)
+                verdict = JOINS_LOCK if joins else VIABLE if res.ok else NOT_VIABLE
+                kept.devices[o], kept.versions[o] = verdict, version
+                if joins:
+                    kept.joins[o] = res
+                else:
+                    kept.joins.pop(o, None)
+            if verdict == NOT_VIABLE:
+                continue
+            found = NodeResult(node, True, kept.joins[o].shares if verdict == JOINS_LOCK else [])
+            self.borrowed[node] = found
+            return found
+        res = NodeResult(node, False)
+        self.borrowed[node] = res
+        return res
+
+    def _fresh(self, node: str) -> NodeResult:
+        res = filter_node(self.verdicts.cache, self.cyc, node, self.snap, self.state, self.scoring)
+        if self.cyc.single is None:
+            p = self.verdicts._pos[node]
+            self.kept.nodes[p] = _Entry(self.verdicts.generations[p], res, self.owner)
+        return res
+
+    def finish(self) -> bool:
+        """Make the scan's outcome the cycle's own: the chosen node's result for these
+        claims, or (when the pod fails) every rejected node's reasons for them. False
+        when a fresh result disagrees with a kept verdict (one was stale: the caller
+        scans again without them)."""
+        cyc = self.cyc
+        if not self.borrowed:
+            return True
+        if cyc.chosen is not None:
+            if self.borrowed.get(cyc.chosen.node) is cyc.chosen:
+                fresh = self._fresh(cyc.chosen.node)
+                if not fresh.ok:
+                    return self._stale()
+                cyc.chosen = fresh
+            return True
+        rejected = [self._fresh(r.node) if self.borrowed.get(r.node) is r else r
+                    for r in cyc.rejected]
+        if any(r.ok for r in rejected):
+            return self._stale()
+        cyc.rejected = rejected
+        return True
+
+    def _stale(self) -> bool:
+        self.verdicts.stale += 1
+        self.verdicts._kept.clear()
+        return False
