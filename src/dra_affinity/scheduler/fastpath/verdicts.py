@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from dra_affinity.api.resource import DeviceClass
+from dra_affinity.structured.affinity import CLEAN, pool_gate
 from dra_affinity.structured.model import DeviceInfo, NodeResult
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
@@ -57,6 +58,8 @@ from ..nodefit import BoundPod, NodeUsage
 #: Signatures whose verdicts are kept at once (each holds one entry per node, and nine
 #: bytes per device for one-device pods).
 MAX_SIGNATURES = 128
+#: Verdicts by device and state content kept per signature (all dropped when full).
+MAX_CONTENTS = 4096
 
 
 class _Entry(NamedTuple):
@@ -76,7 +79,7 @@ class _Kept:
     drop its devices' verdicts, and a device reached from several nodes is judged
     once)."""
 
-    __slots__ = ("devices", "joins", "nodes", "passed", "versions")
+    __slots__ = ("by_content", "devices", "joins", "nodes", "passed", "versions")
 
     def __init__(self, nodes: int, devices: int) -> None:
         self.nodes: list[_Entry | None] = [None] * nodes
@@ -87,6 +90,9 @@ class _Kept:
         self.versions = array("q", [-1]) * devices
         # The share of each device that JOINS_LOCK (the affinity device score reads it).
         self.joins: dict[int, NodeResult] = {}
+        # Verdicts by device content and state content (see VerdictCache.content_key),
+        # with the result when it joins a lock.
+        self.by_content: dict[tuple[int, object], tuple[int, NodeResult | None]] = {}
 
 
 class VerdictCache:
@@ -104,6 +110,9 @@ class VerdictCache:
         self.generations: list[int] = []
         self._seen = 0  # the state's change log read up to here
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        # Device id -> the number of its content class; content -> number (this snapshot).
+        self._device_class: dict[str, int] = {}
+        self._classes: dict[tuple[object, ...], int] = {}
         # DeviceClass content by object (the object held, so its id is not reused).
         self._class_json: dict[int, tuple[DeviceClass, str]] = {}
         # Counters (tests, diagnostics): verdicts reused, computed, chosen nodes whose
@@ -149,6 +158,8 @@ class VerdictCache:
         self.generations = [0] * len(snap.nodes)
         self._kept.clear()
         self._class_json.clear()
+        self._device_class.clear()
+        self._classes.clear()
         self._seen = state.change_seq
         usage.listeners.append(self)
 
@@ -167,6 +178,24 @@ class VerdictCache:
         p = self._pos.get(node)
         if p is not None:
             self.generations[p] += 1
+
+    def content_key(self, d: DeviceInfo, state: AllocatedState) -> tuple[int, object]:
+        """What the allocator reads of a device for a one-device request, as content:
+        the device as published but its name (what selectors and capacity see), its
+        pool's gate and extractor set, and its state (lock, exclusive use, what is
+        consumed). Devices published alike in the same state get the same verdict."""
+        c = self._device_class.get(d.id)
+        if c is None:
+            enabled = self.cache.features.sharing_affinity
+            content = (d.driver, pool_gate(d, enabled) is None, d.multi, d.gated,
+                       d.pool_info.extraction_token if d.gated else "",
+                       d.device.model_dump_json(exclude={"name"}))
+            c = self._device_class[d.id] = self._classes.setdefault(content, len(self._classes))
+        u = state.usage.get(d.id)
+        st = state.affinity_states.get(d.id, CLEAN)
+        if u is None or not u.shares:
+            return c, st
+        return c, (st, u.exclusive, tuple(sorted(u.consumed.items())))
 
     # ------------------------------------------------------------------ per cycle
     def signature(self, cyc: CycleState) -> str:
@@ -267,13 +296,23 @@ class CycleVerdicts:
                 v.reused += 1
                 verdict = kept.devices[o]
             else:
-                v.computed += 1
-                res = dynamic_resources(v.cache, cyc, node, snap, state, self.scoring, [d])
-                joins = res.ok and any(s.reused_lock for s in res.shares)
-                verdict = JOINS_LOCK if joins else VIABLE if res.ok else NOT_VIABLE
+                key = v.content_key(d, state)
+                hit = kept.by_content.get(key)
+                if hit is None:
+                    v.computed += 1
+                    res = dynamic_resources(v.cache, cyc, node, snap, state, self.scoring, [d])
+                    joins = res.ok and any(s.reused_lock for s in res.shares)
+                    hit = (JOINS_LOCK if joins else VIABLE if res.ok else NOT_VIABLE,
+                           res if joins else None)
+                    if len(kept.by_content) >= MAX_CONTENTS:
+                        kept.by_content.clear()
+                    kept.by_content[key] = hit
+                else:
+                    v.reused += 1
+                verdict, joined = hit
                 kept.devices[o], kept.versions[o] = verdict, version
-                if joins:
-                    kept.joins[o] = res
+                if joined is not None:
+                    kept.joins[o] = joined
                 else:
                     kept.joins.pop(o, None)
             if verdict == NOT_VIABLE:
