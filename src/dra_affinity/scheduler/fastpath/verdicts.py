@@ -108,6 +108,8 @@ class VerdictCache:
         # Device id -> positions of the nodes that reach it.
         self._reach: dict[str, tuple[int, ...]] = {}
         self.generations: list[int] = []
+        self.fits: list[NodeResult] = []
+        self.fails: list[NodeResult] = []
         self._seen = 0  # the state's change log read up to here
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         # Device id -> the number of its content class; content -> number (this snapshot).
@@ -156,6 +158,10 @@ class VerdictCache:
         self._reach = {d: tuple(ps) for d, ps in reach.items()}
         self._devices = max((d.order for d in snap.devices.values()), default=-1) + 1
         self.generations = [0] * len(snap.nodes)
+        # Per node, the results a kept device verdict stands for (fits with no lock
+        # joined, does not fit): read-only, so one pair serves every cycle.
+        self.fits = [NodeResult(n, True) for n in snap.nodes]
+        self.fails = [NodeResult(n, False) for n in snap.nodes]
         self._kept.clear()
         self._class_json.clear()
         self._device_class.clear()
@@ -317,10 +323,10 @@ class CycleVerdicts:
                     kept.joins.pop(o, None)
             if verdict == NOT_VIABLE:
                 continue
-            found = NodeResult(node, True, kept.joins[o].shares if verdict == JOINS_LOCK else [])
+            found = NodeResult(node, True, kept.joins[o].shares) if verdict == JOINS_LOCK else v.fits[p]
             self.borrowed[node] = found
             return found
-        res = NodeResult(node, False)
+        res = v.fails[p]
         self.borrowed[node] = res
         return res
 
