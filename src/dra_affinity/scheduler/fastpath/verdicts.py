@@ -13,6 +13,14 @@ a network-attached pool bumps them all) or a pod starts or stops counting on the
 node; a new snapshot, state or usage object drops every verdict. While the
 generation is unchanged, the node's verdict for that signature is reused.
 
+A pod that needs one device (``CycleState.single``) fits a node exactly when one
+of the node's devices does, in the allocator's order. Its verdicts are kept finer:
+the node filters' pass per node generation, and the allocator's verdict per device
+with the device's version (``AllocatedState.device_version``), so a pod assumed on
+a node drops one device's verdict, not its neighbours'. A device whose version
+moved is looked up by content first (:meth:`VerdictCache.content_key`): devices
+published alike, in the same state, get the same verdict.
+
 What a verdict cannot be reused for:
 
 * pods whose verdict depends on pods on other nodes: the inter-pod filters have
@@ -27,7 +35,7 @@ What a verdict cannot be reused for:
   reasons, in the same cycle, against the same state.
 
 Memory is bounded by :data:`MAX_SIGNATURES` (least recently used first out) times
-the number of nodes.
+the number of nodes and devices, and :data:`MAX_CONTENTS` verdicts by content.
 """
 
 from __future__ import annotations
