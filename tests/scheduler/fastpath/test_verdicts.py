@@ -312,3 +312,24 @@ def test_signatures_are_bounded() -> None:
     for n in range(verdicts.MAX_SIGNATURES + 5):
         w.schedule(f"p{n}", cpu=f"{n + 1}m")  # a signature each (most fail: 8 pods a node)
     assert w.verdicts.signatures == verdicts.MAX_SIGNATURES
+
+
+def test_a_pod_tried_again_reuses_its_own_reasons_until_a_node_changes() -> None:
+    w = World(slots=2)
+    w.foreign("hog", 1, "4")  # node-1's whole CPU
+    assert w.schedule("x", value=1) == node_name(0)  # node-0's NIC locked to value 1
+    claim, pod = pod_objects("a", 0)
+    assert w.cluster.apply(claim).applied and w.cluster.apply(requesting(pod, "1")).applied
+    first = w.sched.schedule("default/a")
+    assert first.result is Result.UNSCHEDULABLE and "AffinityLockMismatch" in first.message
+    computed = w.verdicts.computed
+    again = w.sched.schedule("default/a")
+    assert again.message == first.message
+    assert w.verdicts.computed == computed, "the pod's own reasons were computed again"
+    w.allocated("other", 0, 1)  # node-0's NIC now full: its reason changes
+    third = w.sched.schedule("default/a")
+    assert third.result is Result.UNSCHEDULABLE
+    assert "InsufficientCapacity" in third.message and "AffinityLockMismatch" not in third.message
+    w.cluster.delete("Pod", "default/hog")  # node-1 changes: it fits
+    assert w.sched.schedule("default/a").node == node_name(1)
+    assert w.verdicts.stale == 0

@@ -339,11 +339,22 @@ class CycleVerdicts:
         return res
 
     def _fresh(self, node: str) -> NodeResult:
+        self.verdicts.computed += 1
         res = filter_node(self.verdicts.cache, self.cyc, node, self.snap, self.state, self.scoring)
-        if self.cyc.single is None:
-            p = self.verdicts._pos[node]
-            self.kept.nodes[p] = _Entry(self.verdicts.generations[p], res, self.owner)
+        p = self.verdicts._pos[node]
+        self.kept.nodes[p] = _Entry(self.verdicts.generations[p], res, self.owner)
         return res
+
+    def _own(self, node: str) -> NodeResult:
+        """The node's whole result for this cycle's claims: kept when it was computed for
+        them at the node's current generation (the same pod tried again), else fresh."""
+        v = self.verdicts
+        p = v._pos[node]
+        e = self.kept.nodes[p]
+        if e is not None and e.generation == v.generations[p] and e.owner == self.owner:
+            v.reused += 1
+            return e.result
+        return self._fresh(node)
 
     def finish(self) -> bool:
         """Make the scan's outcome the cycle's own: the chosen node's result for these
@@ -360,7 +371,7 @@ class CycleVerdicts:
                     return self._stale()
                 cyc.chosen = fresh
             return True
-        rejected = [self._fresh(r.node) if self.borrowed.get(r.node) is r else r
+        rejected = [self._own(r.node) if self.borrowed.get(r.node) is r else r
                     for r in cyc.rejected]
         if any(r.ok for r in rejected):
             return self._stale()
