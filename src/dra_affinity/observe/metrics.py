@@ -1,4 +1,4 @@
-"""KEP-5981's metrics, on a registry per scheduler (not the global one).
+"""KEP-5981's metrics, and the scheduler's own, on a registry per scheduler (not the global one).
 
 A registry per instance keeps tests and simulations independent; the CLI
 prints its exposition text and a server can serve it as is.
@@ -7,7 +7,7 @@ prints its exposition text and a server can serve it as is.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -21,6 +21,23 @@ NO_KEYS = "sharing_affinity_no_keys_extracted_total"
 COMPATIBLE_REUSE = "sharing_affinity_compatible_reuse_total"
 
 KEP_METRICS = (LOCKED, UNRECONSTRUCTABLE, EVALUATIONS, LOCK_CONFLICT, NO_KEYS, COMPATIBLE_REUSE)
+
+# The scheduler's own: the Filter verdicts it keeps across cycles (scheduler/fastpath/verdicts.py).
+VERDICTS = "dra_affinity_filter_verdicts_total"
+#: Tallies of :data:`VERDICTS` by outcome, keyed by series in ``SchedulerMetrics.pending``.
+VERDICTS_REUSED = f'{VERDICTS}{{outcome="reused"}}'
+VERDICTS_COMPUTED = f'{VERDICTS}{{outcome="computed"}}'
+STALE_VERDICTS = "dra_affinity_filter_stale_verdicts_total"
+VERDICT_SIGNATURES = "dra_affinity_filter_verdict_signatures"
+
+
+class GaugeValues(NamedTuple):
+    """What the gauges are set from when the metrics are read."""
+
+    locked: int
+    unreconstructable: int
+    per_pool: dict[tuple[str, str], tuple[int, int]]  # (driver, pool) -> (locked, unreconstructable)
+    verdict_signatures: int
 
 
 class SchedulerMetrics:
@@ -55,19 +72,34 @@ class SchedulerMetrics:
         self.pool_unreconstructable = Gauge(
             "sharing_affinity_pool_unreconstructable_devices",
             "Unreconstructable devices per pool.", ["driver", "pool"], registry=r)
+        # Both outcomes' series are made with ``_counters`` below, so they exist at 0 from
+        # the start: a ratio or an alert needs the series before the first increment.
+        self.verdicts = Counter(VERDICTS.removesuffix("_total"),
+                                "Filter verdicts on a node (on a device, for a pod that needs one "
+                                "device), by outcome: reused from an earlier cycle, or computed.",
+                                ["outcome"], registry=r)
+        self.stale_verdicts = Counter(
+            STALE_VERDICTS.removesuffix("_total"),
+            "Scheduling cycles in which a kept Filter verdict disagreed with a fresh one (a missed "
+            "invalidation: the cycle filtered every node again without kept verdicts).", registry=r)
+        self.verdict_signatures = Gauge(VERDICT_SIGNATURES,
+                                        "Pod signatures with Filter verdicts kept.", registry=r)
         # Hot-path increments are tallied here as plain ints and folded into the counters
         # whenever the metrics are read (values, exposition, a scrape): Counter.inc takes
         # a lock, and a scheduling cycle would otherwise pay for it several times.
-        self.pending: dict[str, int] = dict.fromkeys(
-            (EVALUATIONS, LOCK_CONFLICT, NO_KEYS, COMPATIBLE_REUSE), 0)
         self._counters = {EVALUATIONS: self.evaluations, LOCK_CONFLICT: self.lock_conflict,
-                          NO_KEYS: self.no_keys, COMPATIBLE_REUSE: self.compatible_reuse}
-        self._state_source: Callable[[], tuple[int, int, dict[tuple[str, str], tuple[int, int]]]] | None = None
+                          NO_KEYS: self.no_keys, COMPATIBLE_REUSE: self.compatible_reuse,
+                          VERDICTS_REUSED: self.verdicts.labels("reused"),
+                          VERDICTS_COMPUTED: self.verdicts.labels("computed"),
+                          STALE_VERDICTS: self.stale_verdicts}
+        self.pending: dict[str, int] = dict.fromkeys(self._counters, 0)
+        self._state_source: Callable[[], GaugeValues] | None = None
         self._pools_seen: set[tuple[str, str]] = set()
 
     def refresh(self, locked: int, unrec: int,
-                per_pool: dict[tuple[str, str], tuple[int, int]]) -> None:
+                per_pool: dict[tuple[str, str], tuple[int, int]], verdict_signatures: int) -> None:
         self.locked.set(locked)
+        self.verdict_signatures.set(verdict_signatures)
         self.unreconstructable.set(unrec)
         for pid in sorted(self._pools_seen | set(per_pool)):
             lk, ur = per_pool.get(pid, (0, 0))
@@ -75,8 +107,7 @@ class SchedulerMetrics:
             self.pool_unreconstructable.labels(*pid).set(ur)
         self._pools_seen |= set(per_pool)
 
-    def bind_state(self, source: Callable[[], tuple[int, int, dict[tuple[str, str], tuple[int, int]]]]
-                   ) -> None:
+    def bind_state(self, source: Callable[[], GaugeValues]) -> None:
         """Where the gauges come from (the current scheduler's cache); read on collection."""
         self._state_source = source
 

@@ -52,6 +52,10 @@ from dra_affinity.observe.metrics import (
     EVALUATIONS,
     LOCK_CONFLICT,
     NO_KEYS,
+    STALE_VERDICTS,
+    VERDICTS_COMPUTED,
+    VERDICTS_REUSED,
+    GaugeValues,
     SchedulerMetrics,
 )
 from dra_affinity.structured import reasons
@@ -108,6 +112,8 @@ class Scheduler:
         self.cache = SchedulerCache(view, self.features)
         self.indexed = IndexedFilter(self.cache, self.fast_paths)
         self.verdicts = VerdictCache(self.cache) if self.fast_paths.verdict_cache else None
+        # The verdict cache's counters (reused, computed, stale) as last folded into the metrics.
+        self._verdicts_counted = (0, 0, 0)
         self.reconstructor = Reconstructor(self.cache, self.metrics, self.recorder)
         # Extraction outcomes by content, for this scheduler's life (a fast path).
         self.extraction_cache = ContentCache() if self.fast_paths.extraction_cache else None
@@ -307,6 +313,8 @@ class Scheduler:
             if cyc.counters.no_keys:
                 pending[NO_KEYS] += cyc.counters.no_keys
             cyc.counters = Counters()
+            if self.verdicts is not None:
+                self._count_verdicts(self.verdicts, pending)
 
     def _scan(self, cyc: CycleState, snap: Snapshot, state: AllocatedState, *, kept: bool) -> None:
         """The full scan, through the kept verdicts when ``kept`` and they apply (not
@@ -447,7 +455,16 @@ class Scheduler:
         """Gauges are computed when metrics are read, not on every cycle."""
         self.metrics.bind_state(self._gauge_values)
 
-    def _gauge_values(self) -> tuple[int, int, dict[tuple[str, str], tuple[int, int]]]:
+    def _count_verdicts(self, verdicts: VerdictCache, pending: dict[str, int]) -> None:
+        """The verdict cache's counters since the last cycle, into the pending tallies: read
+        once a cycle, so the scan pays nothing per node for the metrics."""
+        reused, computed, stale = self._verdicts_counted
+        pending[VERDICTS_REUSED] += verdicts.reused - reused
+        pending[VERDICTS_COMPUTED] += verdicts.computed - computed
+        pending[STALE_VERDICTS] += verdicts.stale - stale
+        self._verdicts_counted = (verdicts.reused, verdicts.computed, verdicts.stale)
+
+    def _gauge_values(self) -> GaugeValues:
         per_pool: dict[tuple[str, str], tuple[int, int]] = {}
         locked = unrec = 0
         for did, st in self.state.affinity_states.items():
@@ -460,4 +477,5 @@ class Scheduler:
                 unrec += 1
                 ur += 1
             per_pool[(driver, pool)] = (lk, ur)
-        return locked, unrec, per_pool
+        signatures = self.verdicts.signatures if self.verdicts is not None else 0
+        return GaugeValues(locked, unrec, per_pool, signatures)

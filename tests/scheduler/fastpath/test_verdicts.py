@@ -10,14 +10,16 @@ import random
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from dra_affinity.api.core import Node, Pod
 from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.features import Features
+from dra_affinity.observe.metrics import VERDICTS_COMPUTED, VERDICTS_REUSED
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.fastpath.verdicts import VerdictCache
 from dra_affinity.scheduler.filter import SCORING
-from dra_affinity.scheduler.scheduler import Scheduler
+from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import (
     DRIVER,
@@ -333,3 +335,84 @@ def test_a_pod_tried_again_reuses_its_own_reasons_until_a_node_changes() -> None
     w.cluster.delete("Pod", "default/hog")  # node-1 changes: it fits
     assert w.sched.schedule("default/a").node == node_name(1)
     assert w.verdicts.stale == 0
+
+
+# ---------------------------------------------------------------- metrics
+def _verdict_series(sched: Scheduler) -> dict[str, tuple[str, float]]:
+    """The verdict series of the scheduler's exposition text: type and value by sample."""
+    out: dict[str, tuple[str, float]] = {}
+    for family in text_string_to_metric_families(sched.metrics.exposition()):
+        for s in family.samples:
+            if "verdict" in s.name:
+                labels = "".join(f'{{{k}="{v}"}}' for k, v in sorted(s.labels.items()))
+                out[s.name + labels] = (family.type, s.value)
+    return out
+
+
+def _expected(v: VerdictCache) -> dict[str, tuple[str, float]]:
+    return {'dra_affinity_filter_verdicts_total{outcome="reused"}': ("counter", v.reused),
+            'dra_affinity_filter_verdicts_total{outcome="computed"}': ("counter", v.computed),
+            "dra_affinity_filter_stale_verdicts_total": ("counter", v.stale),
+            "dra_affinity_filter_verdict_signatures": ("gauge", v.signatures)}
+
+
+def _two_nics(w: World, name: str) -> Attempt:
+    """A pod with two claims (its whole result per node is kept, not its devices')."""
+    first, pod = pod_objects(name, 0)
+    second, _ = pod_objects(f"{name}-2", 0)
+    ref = pod.spec.resource_claims[0]
+    refs = [ref, ref.model_copy(update={"name": "nic-2", "resource_claim_name": second.metadata.name})]
+    pod = pod.model_copy(update={"spec": pod.spec.model_copy(update={"resource_claims": refs})})
+    for obj in (first, second, requesting(pod, "1")):
+        assert w.cluster.apply(obj).applied
+    return w.sched.schedule(f"default/{name}")
+
+
+def test_the_metrics_count_the_verdicts_once_a_cycle_and_once_each() -> None:
+    w = World(slots=2)
+    w.foreign("hog", 1, "4")  # node-1's whole CPU
+    assert w.schedule("x", value=1) == node_name(0)  # node-0's NIC locked to value 1
+    claim, pod = pod_objects("a", 0)
+    assert w.cluster.apply(claim).applied and w.cluster.apply(requesting(pod, "1")).applied
+    for _ in range(2):  # fits nowhere; tried again, it reuses its own reasons
+        assert w.sched.schedule("default/a").result is Result.UNSCHEDULABLE
+    v, m = w.verdicts, w.sched.metrics
+    assert v.reused > 0 and v.computed > 0
+    # Tallied as each cycle ended, folded into the counters when read.
+    assert m.pending[VERDICTS_REUSED] == v.reused
+    assert m.pending[VERDICTS_COMPUTED] == v.computed
+    assert _verdict_series(w.sched) == _expected(v)
+    w.cluster.delete("Pod", "default/hog")  # node-1 fits now
+    assert w.sched.schedule("default/a").node == node_name(1)
+    assert _verdict_series(w.sched) == _expected(v), "read twice, counted twice"
+    assert v.stale == 0
+
+
+def test_a_stale_verdict_is_counted_and_the_cycle_still_decides_right() -> None:
+    w = World()
+    w.foreign("hog", 0, "4")  # node-0's whole CPU
+    assert _two_nics(w, "a").node == node_name(1)  # node-0 kept: Insufficient cpu
+    assert w.verdicts.signatures == 1
+    # A missed invalidation: node-0's pods change and its generation does not move.
+    w.verdicts.close()
+    w.cluster.delete("Pod", "default/hog")
+    # node-1's NIC is full: the kept verdict says no node fits, node-0's fresh one disagrees.
+    assert _two_nics(w, "c").node == node_name(0)
+    assert w.verdicts.stale == 1
+    assert _verdict_series(w.sched) == _expected(w.verdicts)
+    assert _verdict_series(w.sched)["dra_affinity_filter_stale_verdicts_total"] == ("counter", 1)
+    # The kept verdicts were dropped with it.
+    assert _verdict_series(w.sched)["dra_affinity_filter_verdict_signatures"] == ("gauge", 0)
+
+
+def test_the_signatures_gauge_follows_the_kept_signatures() -> None:
+    w = World()
+    for n in range(3):
+        w.schedule(f"p{n}", cpu=f"{n + 1}m")  # a signature each
+        assert _verdict_series(w.sched)["dra_affinity_filter_verdict_signatures"] == ("gauge", n + 1)
+
+
+def test_without_kept_verdicts_the_series_are_there_at_zero() -> None:
+    _, sched = run(FastPaths.none(), "firstfit", 1, steps=20)
+    assert sched.verdicts is None
+    assert set(_verdict_series(sched).values()) == {("counter", 0), ("gauge", 0)}
