@@ -73,7 +73,8 @@ SLOW_PODS = [("10", "0+0x60"), ("60", "0+0x60"), ("300", "0+60x60"), ("+Inf", "0
 FAST_PODS = [(le, "0+60x60") for le, _ in SLOW_PODS]
 ALL = ("SharingAffinityUnreconstructableNotDecaying", "SharingAffinityLockConflictsWithoutReuse",
        "SharingAffinityNoKeysRising", "SharingAffinityFilterLatencyHigh",
-       "DraAffinitySchedulerNoLeader", "DraAffinitySchedulerNotScraped", "DraAffinityPodsPendingLong")
+       "DraAffinitySchedulerNoLeader", "DraAffinitySchedulerNotScraped", "DraAffinityPodsPendingLong",
+       "DraAffinityFilterVerdictStale")
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -134,6 +135,22 @@ def _cases() -> list[dict[str, Any]]:
             {"series": 'up{job="something-else"}', "values": "1+0x30"}],
             "20m", {**quiet, "DraAffinitySchedulerNotScraped": _fires(
                 "DraAffinitySchedulerNotScraped", "warning")}),
+        _case("one stale verdict on the leader", "1m", [
+            *leader,
+            {"series": 'dra_affinity_filter_stale_verdicts_total{pod="a"}', "values": "0+0x20 1+0x40"},
+            {"series": 'dra_affinity_filter_stale_verdicts_total{pod="b"}', "values": "0+0x60"}],
+            "30m", {**quiet, "DraAffinityFilterVerdictStale": _fires(
+                "DraAffinityFilterVerdictStale", "info")}),
+        _case("an hour after the stale verdict", "1m", [
+            *leader,
+            {"series": 'dra_affinity_filter_stale_verdicts_total{pod="a"}', "values": "0+0x20 1+0x100"}],
+            "90m", quiet),
+        _case("verdicts reused, none stale since a restart reset an old count", "1m", [
+            *leader,
+            {"series": 'dra_affinity_filter_verdicts_total{outcome="reused",pod="a"}',
+             "values": "0+600x30 0+600x30"},
+            {"series": 'dra_affinity_filter_stale_verdicts_total{pod="a"}', "values": "1+0x30 0+0x30"}],
+            "50m", quiet),
         _case("a leader after a failover", "1m", [
             {"series": 'dra_affinity_leader{pod="a"}', "values": "1+0x10 0+0x20"},
             {"series": 'dra_affinity_leader{pod="b"}', "values": "0+0x10 1+0x20"}],
