@@ -20,6 +20,10 @@ by ``test_commands.py``, and this checks the inline code spans of the prose:
 - **Modules.** ``dra_affinity.x.y`` must be a module of the package or a name one defines.
 - **Annotation keys.** A span naming a key of this project's domain
   (``…dra-affinity.io/…``) must be a string the code defines.
+- **Metric names.** Anywhere on a page (prose, tables, queries in blocks), a name of
+  this scheduler's metrics (``sharing_affinity_…``, ``dra_affinity_…``) must be one that
+  a scheduler process's ``/metrics`` declares: a counter with its ``_total``, a
+  histogram by its name or a sample's (``_bucket``, ``_count``, ``_sum``).
 
 Each problem names the page, the line and the span.
 """
@@ -39,6 +43,8 @@ import click
 import pytest
 
 from dra_affinity.cli import main
+from dra_affinity.kube.runner import Options, SchedulerProcess
+from kube.fakeapi import FakeApi
 
 from .test_commands import PAGES, ROOT
 
@@ -51,6 +57,9 @@ OUR_COMMAND = re.compile(r"(?:^|[\s`])dra-affinity\s+([a-z][a-z-]*)")
 SCRIPT = re.compile(r"(?:^|[\s`])(?:python\s+)?(benchmarks/[\w-]+\.py)\b")
 DOTTED = re.compile(r"^dra_affinity(?:\.\w+)+$")
 ANNOTATION = re.compile(r"^((?:[a-z0-9-]+\.)*dra-affinity\.io/[\w.-]+)")
+#: A metric of this scheduler's: the KEP's or its own (not a recording rule's
+#: ``dra_affinity:…``, not an environment variable's upper case).
+METRIC = re.compile(r"\b(?:sharing_affinity|dra_affinity)_[a-z0-9_]*[a-z0-9]")
 #: Kinds of file a bare name (``store.py``) is checked for: source, not data (a bare
 #: ``cluster.yaml`` or ``state.json`` is often what a command on the page writes).
 FILE_SUFFIXES = (".py", ".md", ".sh", ".toml")
@@ -282,6 +291,25 @@ def module_problem(span: Span) -> str | None:
     return span.problem("no such module")
 
 
+@functools.cache
+def served_metrics() -> frozenset[str]:
+    """The names a scheduler process's ``/metrics`` declares (its ``# TYPE`` lines: a
+    counter's with ``_total``), and the samples of its histograms."""
+    proc = SchedulerProcess(FakeApi(), Options(leader_elect=False, metrics_port=-1))
+    out: set[str] = set()
+    for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", proc.metrics.exposition(), re.M):
+        out.add(name)
+        if kind == "histogram":
+            out |= {f"{name}_bucket", f"{name}_count", f"{name}_sum"}
+    return frozenset(out)
+
+
+def metric_problems(page: str, text: str) -> list[str]:
+    return [f"{page}:{no}: `{name}`: no such metric on /metrics"
+            for no, line in enumerate(text.splitlines(), start=1)
+            for name in METRIC.findall(line) if name not in served_metrics()]
+
+
 def annotation_problem(span: Span) -> str | None:
     m = ANNOTATION.match(span.text)
     if m is None:
@@ -294,13 +322,13 @@ def annotation_problem(span: Span) -> str | None:
 
 # ------------------------------------------------------------------ the tests
 @pytest.mark.parametrize("page", PAGES)
-def test_paths_flags_and_annotation_keys_exist(page: str) -> None:
+def test_paths_flags_keys_and_metric_names_exist(page: str) -> None:
     problems = problems_in(page)
     assert not problems, "\n".join(problems)
 
 
 def problems_in(page: str, text: str | None = None) -> list[str]:
-    problems: list[str] = []
+    problems = metric_problems(page, text if text is not None else (ROOT / page).read_text(encoding="utf-8"))
     for span in spans(page, text):
         for found in (path_problem(span), module_problem(span), annotation_problem(span),
                       *flag_problems(span)):
@@ -323,15 +351,23 @@ def test_each_kind_of_stale_reference_is_found() -> None:
         "Keys: `dra-affinity.io/affinity-pools=true:NoSchedule`, `dra-affinity.io/gone-key`.",
         "Script: `python benchmarks/soak.py --max-growth-mb 8 --no-such-flag`.",
         "Modules: `dra_affinity.sim.store`, `dra_affinity.api._getattr`, `dra_affinity.api.meta.Gone`.",
+        "Metrics: `dra_affinity_dropped_total`, `sharing_affinity_filter_duration_seconds_bucket`,",
+        "`dra_affinity_dropped` (a counter without its _total), `sharing_affinity_gone_total`.",
+        "```promql",
+        'sum(rate(dra_affinity_filter_verdicts_total{outcome="reused"}[5m])) / dra_affinity:gone:rate5m',
+        "sum(rate(dra_affinity_filter_verdict_total[5m]))",
+        "```",
     ])
     problems = problems_in("docs/page.md", page)
     tokens = [p.split(": ", 1)[1].split(": ", 1)[0] for p in problems]
     assert tokens == [
+        "`dra_affinity_dropped`", "`sharing_affinity_gone_total`", "`dra_affinity_filter_verdict_total`",
         "`scheduler/freeindex.py`", "`tests/scheduler/test_gone.py`", "`gone_module.py`",
         "`dra-affinity simulate --no-such`", "`--kubeconfig`", "`--not-an-option`",
         "`dra-affinity.io/gone-key`", "`python benchmarks/soak.py --max-growth-mb 8 --no-such-flag`",
         "`dra_affinity.api._getattr`", "`dra_affinity.api.meta.Gone`",
     ], "\n".join(problems)
     assert all(p.startswith("docs/page.md:") for p in problems)
-    assert "docs/page.md:2: `scheduler/freeindex.py`: no such path" in problems[0]
-    assert "--kubeconfig is not an option of dra-affinity simulate" in problems[4]
+    assert "docs/page.md:14: `dra_affinity_dropped`: no such metric" in problems[0]
+    assert "docs/page.md:2: `scheduler/freeindex.py`: no such path" in problems[3]
+    assert "--kubeconfig is not an option of dra-affinity simulate" in problems[7]
