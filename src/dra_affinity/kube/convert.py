@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -177,24 +177,57 @@ def to_model(kind: str, raw: Mapping[str, Any], shared: SharedParts | None = Non
 
 
 # ---------------------------------------------------------------------------- projection
-def _field_map(model: type[BaseModel]) -> dict[str, tuple[str, Any]]:
-    """JSON key -> (key to pass, annotation) for a model's declared fields."""
+# How a declared field's value is projected, read once from the field's annotation (by
+# _shape) and kept in its model's field map, since reading annotations again at every
+# value (typing.get_origin, get_args) was most of projection's cost. None keeps the
+# value as it is; otherwise (how, of), called as how(of, value, path, dropped) on a value
+# that is not None: (_project, model) for a model, (_project_list, item shape) for a
+# list, (_project_dict, item shape) for a dict. A value of another type than its shape
+# expects is kept as it is, for validation to report. Shapes are kept per field, not per
+# annotation object: unions that differ only in order are equal (and hash alike), while
+# their shapes, read from the first member, can differ.
+_Shape = tuple[Callable[[Any, Any, str, list[str]], Any], Any] | None
+
+
+def _shape(ann: Any) -> _Shape:
+    """The shape of an annotation: a union's is its first member's other than None (so
+    Optional[X]'s is X's); a model; a list or dict of a shape (of Any's when the item type
+    is not given); anything else is kept as it is (None)."""
+    origin = typing.get_origin(ann)
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(ann):
+            if arg is not type(None):
+                return _shape(arg)
+        return None
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return (_project, ann)
+    if origin is list:
+        (item,) = typing.get_args(ann) or (Any,)
+        return (_project_list, _shape(item))
+    if origin is dict:
+        args = typing.get_args(ann)
+        return (_project_dict, _shape(args[1] if len(args) == 2 else Any))
+    return None
+
+
+def _field_map(model: type[BaseModel]) -> dict[str, tuple[str, _Shape]]:
+    """JSON key -> (key to pass, shape) for a model's declared fields."""
     cached = _FIELD_MAPS.get(model)
     if cached is None:
         cached = {}
         for name, info in model.model_fields.items():
             alias = info.alias or name
-            cached[alias] = (alias, info.annotation)
+            cached[alias] = (alias, _shape(info.annotation))
         _FIELD_MAPS[model] = cached
     return cached
 
 
-_FIELD_MAPS: dict[type[BaseModel], dict[str, tuple[str, Any]]] = {}
+_FIELD_MAPS: dict[type[BaseModel], dict[str, tuple[str, _Shape]]] = {}
 
 
 def _project(model: type[BaseModel], data: Any, path: str, dropped: list[str]) -> Any:
     if not isinstance(data, Mapping):
-        return data  # validation reports the wrong type
+        return data  # validation reports the wrong type (a shared part passes as it is)
     fields = _field_map(model)
     out: dict[str, Any] = {}
     for k, v in data.items():
@@ -202,28 +235,29 @@ def _project(model: type[BaseModel], data: Any, path: str, dropped: list[str]) -
         if spec is None:
             dropped.append(f"{path}{k}")
             continue
-        key, ann = spec
-        out[key] = _project_value(ann, v, f"{path}{k}.", dropped)
+        key, shape = spec
+        if shape is None or v is None:
+            out[key] = v
+        else:
+            how, of = shape
+            out[key] = how(of, v, f"{path}{k}.", dropped)
     return out
 
 
-def _project_value(ann: Any, value: Any, path: str, dropped: list[str]) -> Any:
-    if value is None:
-        return None
-    origin = typing.get_origin(ann)
-    if origin in (Union, types.UnionType):
-        for arg in typing.get_args(ann):
-            if arg is type(None):
-                continue
-            return _project_value(arg, value, path, dropped)
-        return value
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return _project(ann, value, path, dropped)
-    if origin is list and isinstance(value, list):
-        (item,) = typing.get_args(ann) or (Any,)
-        return [_project_value(item, v, f"{path[:-1]}[{i}].", dropped) for i, v in enumerate(value)]
-    if origin is dict and isinstance(value, Mapping):
-        args = typing.get_args(ann)
-        item = args[1] if len(args) == 2 else Any
-        return {k: _project_value(item, v, f"{path}{k}.", dropped) for k, v in value.items()}
-    return value
+def _project_list(item: _Shape, value: Any, path: str, dropped: list[str]) -> Any:
+    if not isinstance(value, list):
+        return value  # validation reports the wrong type
+    if item is None:
+        return list(value)
+    how, of = item
+    at = path[:-1]
+    return [None if v is None else how(of, v, f"{at}[{i}].", dropped) for i, v in enumerate(value)]
+
+
+def _project_dict(item: _Shape, value: Any, path: str, dropped: list[str]) -> Any:
+    if not isinstance(value, Mapping):
+        return value  # validation reports the wrong type
+    if item is None:
+        return dict(value)
+    how, of = item
+    return {k: None if v is None else how(of, v, f"{path}{k}.", dropped) for k, v in value.items()}
