@@ -272,6 +272,20 @@ def test_a_claim_deallocated_drops_the_verdicts_of_its_node() -> None:
     assert w.verdicts.stale == 0
 
 
+def test_changes_dropped_from_the_state_log_move_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dra_affinity.structured import state
+
+    w = World(slots=1)
+    w.allocated("other", 0, 0)  # node-0's one slot, no pod
+    assert w.schedule("a") == node_name(1)  # node-0 full: kept
+    monkeypatch.setattr(state, "CHANGES_KEPT", 1)  # the log keeps almost nothing
+    w.cluster.delete("ResourceClaim", "default/other-nic")  # node-0's NIC freed ...
+    w.allocated("again", 0, 0)
+    w.cluster.delete("ResourceClaim", "default/again-nic")  # ... and more, past the log
+    assert w.schedule("b") == node_name(0)
+    assert w.verdicts.stale == 0, "node-0's verdict from before the dropped changes was used"
+
+
 def test_a_lock_released_drops_the_verdicts_of_its_node() -> None:
     w = World(slots=4)
     w.allocated("other", 0, 1)  # node-0's NIC locked to value 1, room left

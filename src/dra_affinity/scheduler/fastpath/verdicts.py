@@ -14,12 +14,13 @@ node; a new snapshot, state or usage object drops every verdict. While the
 generation is unchanged, the node's verdict for that signature is reused.
 
 A pod that needs one device (``CycleState.single``) fits a node exactly when one
-of the node's devices does, in the allocator's order. Its verdicts are kept finer:
-the node filters' pass per node generation, and the allocator's verdict per device
-with the device's version (``AllocatedState.device_version``), so a pod assumed on
-a node drops one device's verdict, not its neighbours'. A device whose version
-moved is looked up by content first (:meth:`VerdictCache.content_key`): devices
-published alike, in the same state, get the same verdict.
+of the node's devices does, in the allocator's order. Its node's result is kept per
+node generation like any other, and below it its verdicts are kept finer: the node
+filters' pass per node generation, and the allocator's verdict per device with the
+device's version (``AllocatedState.device_version``), so a pod assumed on a node
+makes the node look again at one device, not at its neighbours. A device whose
+version moved is looked up by content first (:meth:`VerdictCache.content_key`):
+devices published alike, in the same state, get the same verdict.
 
 What a verdict cannot be reused for:
 
@@ -87,12 +88,12 @@ class _Kept:
     drop its devices' verdicts, and a device reached from several nodes is judged
     once)."""
 
-    __slots__ = ("by_content", "devices", "joins", "nodes", "passed", "versions")
+    __slots__ = ("by_content", "devices", "joins", "nodes", "versions")
 
     def __init__(self, nodes: int, devices: int) -> None:
+        # By node position: the node's result at a generation (for a one-device pod, a
+        # result the device verdicts stand for, owned by no claim).
         self.nodes: list[_Entry | None] = [None] * nodes
-        # By node position: the generation at which the node filters last passed.
-        self.passed = array("q", [-1]) * (nodes if devices else 0)
         # By the device's snapshot order: its verdict, at which ``device_version``.
         self.devices = bytearray(devices)
         self.versions = array("q", [-1]) * devices
@@ -145,9 +146,10 @@ class VerdictCache:
             self._reset(snap, state, usage)
             return
         changes = state.changes_since(self._seen)
-        if changes is None:  # dropped from the log before this read it
-            for kept in self._kept.values():
-                kept.nodes = [None] * len(kept.nodes)
+        if changes is None:
+            # Changes dropped from the log before this read them: any node may have
+            # changed, so every node's generation moves.
+            self.generations = [g + 1 for g in self.generations]
         else:
             gens, reach = self.generations, self._reach
             for dev in changes:
@@ -288,16 +290,33 @@ class CycleVerdicts:
         return res
 
     def _by_device(self, node: str) -> NodeResult:
-        """A one-device pod: the node filters now, then the node's devices in the
-        order the allocator tries them, each judged by its kept verdict while the
-        device is unchanged; the first viable one decides, as in the allocator."""
-        v, cyc, snap, state, kept = self.verdicts, self.cyc, self.snap, self.state, self.kept
+        """A one-device pod: the node's kept result while its generation holds; else the
+        node filters, then the node's devices in the order the allocator tries them,
+        each judged by its kept verdict while the device is unchanged; the first viable
+        one decides, as in the allocator."""
+        v, kept = self.verdicts, self.kept
         p = v._pos[node]
         gen = v.generations[p]
-        if kept.passed[p] != gen:
-            if node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is not None:
-                return filter_node(v.cache, cyc, node, snap, state, self.scoring)  # no claim in it
-            kept.passed[p] = gen
+        e = kept.nodes[p]
+        if e is not None and e.generation == gen:
+            # Nothing the node reaches changed: the same devices in the same order give
+            # the same verdicts.
+            v.reused += 1
+            if e.owner != self.owner:
+                self.borrowed[node] = e.result
+            return e.result
+        found = self._by_device_at(node, p)
+        # A result the device verdicts stand for belongs to no claim; the node filters'
+        # rejection was computed for this cycle's.
+        kept.nodes[p] = _Entry(gen, found, () if self.borrowed.get(node) is found else self.owner)
+        return found
+
+    def _by_device_at(self, node: str, p: int) -> NodeResult:
+        """The node's result (the node's generation moved): the node filters, then its
+        devices' verdicts."""
+        v, cyc, snap, state, kept = self.verdicts, self.cyc, self.snap, self.state, self.kept
+        if node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is not None:
+            return filter_node(v.cache, cyc, node, snap, state, self.scoring)  # no claim in it
         devs: Sequence[DeviceInfo] = snap.by_node.get(node, ())
         if self.scoring == AFFINITY:
             assert cyc.single is not None
