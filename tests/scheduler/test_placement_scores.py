@@ -138,10 +138,10 @@ def test_scoring_stops_at_the_feasible_nodes_to_find() -> None:
 
 # ------------------------------------------------------------------ arithmetic
 def test_default_normalize_scales_to_the_largest_and_reverses() -> None:
-    assert default_normalize({"a": 1, "b": 3, "c": 0}, reverse=False) == {"a": 33, "b": 100, "c": 0}
-    assert default_normalize({"a": 1, "b": 3, "c": 0}, reverse=True) == {"a": 67, "b": 0, "c": 100}
-    assert default_normalize({"a": 0, "b": 0}, reverse=True) == {"a": 100, "b": 100}
-    assert default_normalize({"a": 0, "b": 0}, reverse=False) == {"a": 0, "b": 0}
+    assert default_normalize([1, 3, 0], reverse=False) == [33, 100, 0]
+    assert default_normalize([1, 3, 0], reverse=True) == [67, 0, 100]
+    assert default_normalize([0, 0], reverse=True) == [100, 100]
+    assert default_normalize([0, 0], reverse=False) == [0, 0]
 
 
 def test_least_allocated_skips_resources_the_node_does_not_report() -> None:

@@ -279,12 +279,7 @@ def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: A
     scores = placement_scores.score_nodes(
         cache.placement_index(), cyc.pod, cyc.placement, cache.view.namespaces(), cache.node_facts(),
         [r.node for r in feasible], device)
-    best, best_total = feasible[0], scores.total(feasible[0].node)
-    for res in feasible[1:]:
-        total = scores.total(res.node)
-        if total > best_total:
-            best, best_total = res, total
-    cyc.chosen = best
+    cyc.chosen = feasible[scores.best()]
     cyc.scores = scores
     cyc.node_reasons = []
     cyc.rejected = []

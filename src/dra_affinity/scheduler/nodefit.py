@@ -327,6 +327,13 @@ class NodeFacts:
     allocatable: Mapping[str, int] | None = None
     # PreferNoSchedule taints: no filter reads them, the TaintToleration score does.
     prefer_taints: tuple[Mapping[str, Any], ...] = ()
+    # (milli-cpu, memory) allocatable as the resource scores read it: a Node that
+    # reports none has zero (upstream).
+    scored: tuple[int, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        alloc = self.allocatable or {}
+        object.__setattr__(self, "scored", (alloc.get("cpu", 0), alloc.get("memory", 0)))
 
     @property
     def trivial(self) -> bool:

@@ -91,27 +91,38 @@ Scores = dict[str, int]  # node -> score
 @dataclass(frozen=True)
 class NodeScores:
     """Each feasible node's normalized score per plugin that did not skip, and the
-    weighted total the scheduler ranks by."""
+    weighted total the scheduler ranks by. Kept as columns in the order of ``nodes``
+    (a cycle scores hundreds of nodes and reads the best one's total)."""
 
     plugins: tuple[str, ...]
-    per_node: Mapping[str, Mapping[str, int]]
+    nodes: tuple[str, ...]
+    columns: Mapping[str, Sequence[int]]  # plugin -> score per node, in ``nodes``' order
+    totals: Sequence[int]
 
     def total(self, node: str) -> int:
-        return sum(WEIGHTS[p] * s for p, s in self.per_node[node].items())
+        return self.totals[self.nodes.index(node)]
+
+    def best(self) -> int:
+        """The position of the highest total; ties go to the earlier node."""
+        totals = self.totals
+        return totals.index(max(totals))
+
+    @property
+    def per_node(self) -> dict[str, dict[str, int]]:
+        """Node -> plugin -> score (explanations and tests)."""
+        return {n: {p: self.columns[p][i] for p in self.plugins} for i, n in enumerate(self.nodes)}
 
 
 # ------------------------------------------------------------------ normalization
-def default_normalize(scores: Scores, *, reverse: bool) -> Scores:
-    """Upstream's DefaultNormalizeScore: scaled so the largest is 100 (reversed: 100
-    minus that); all zero stays zero (reversed: all 100)."""
-    top = max(scores.values(), default=0)
+def default_normalize(raw: list[int], *, reverse: bool) -> list[int]:
+    """Upstream's DefaultNormalizeScore over a column of raw scores: scaled so the
+    largest is 100 (reversed: 100 minus that); all zero stays zero (reversed: all 100)."""
+    top = max(raw, default=0)
     if top <= 0:
-        return dict.fromkeys(scores, MAX_NODE_SCORE) if reverse else dict(scores)
-    out = {}
-    for n, s in scores.items():
-        v = MAX_NODE_SCORE * s // top
-        out[n] = MAX_NODE_SCORE - v if reverse else v
-    return out
+        return [MAX_NODE_SCORE] * len(raw) if reverse else raw
+    if reverse:
+        return [MAX_NODE_SCORE - MAX_NODE_SCORE * s // top for s in raw]
+    return [MAX_NODE_SCORE * s // top for s in raw]
 
 
 def _go_round(x: float) -> int:
@@ -134,11 +145,7 @@ def untolerated_preferences(facts: NodeFacts | None, tolerations: tuple[Tolerati
 
 # ------------------------------------------------------------------ NodeResources
 def _allocatable(facts: NodeFacts | None) -> tuple[int, int]:
-    """(milli-cpu, memory) allocatable; a Node that reports none has zero (upstream)."""
-    alloc = facts.allocatable if facts is not None else None
-    if not alloc:
-        return 0, 0
-    return alloc.get("cpu", 0), alloc.get("memory", 0)
+    return facts.scored if facts is not None else (0, 0)
 
 
 def least_allocated(requested: Sequence[int], allocatable: Sequence[int]) -> int:
@@ -279,44 +286,62 @@ def score_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement, namesp
     (``device``: each node's raw device score; None: DynamicResources scores 0)."""
     usage = index.usage
     terms = placement.terms
-    per_plugin: dict[str, Scores] = {}
+    nodes = tuple(feasible)
+    node_facts = [facts.get(n) for n in nodes]
+    columns: dict[str, Sequence[int]] = {}
 
     prefer = _prefer_tolerations(placement.tolerations)
-    per_plugin[TAINT_TOLERATION] = default_normalize(
-        {n: untolerated_preferences(facts.get(n), prefer) for n in feasible}, reverse=True)
+    columns[TAINT_TOLERATION] = default_normalize(
+        [untolerated_preferences(f, prefer) if f is not None and f.prefer_taints else 0 for f in node_facts],
+        reverse=True)
 
     if terms.preferred_nodes:
         labels = index.labels
-        per_plugin[NODE_AFFINITY] = default_normalize({n: sum(
+        columns[NODE_AFFINITY] = default_normalize([sum(
             w.weight for w in terms.preferred_nodes
-            if node_selector_term_matches(w.term, n, labels.get(n, {}))) for n in feasible}, reverse=False)
+            if node_selector_term_matches(w.term, n, labels.get(n, {}))) for n in nodes], reverse=False)
 
-    pod_nonzero = nonzero_requests(pod)
-    fit: Scores = {}
-    for n in feasible:
-        used = usage.nonzero.get(n, (0, 0))
-        fit[n] = least_allocated((used[0] + pod_nonzero[0], used[1] + pod_nonzero[1]), _allocatable(facts.get(n)))
-    per_plugin[NODE_RESOURCES_FIT] = fit
+    cpu, memory = nonzero_requests(pod)
+    nonzero = usage.nonzero
+    # Nodes alike (as large, holding as much) score alike: each distinct pair is
+    # computed once.
+    fit_of: dict[tuple[int, ...], int] = {}
+    fit: list[int] = []
+    for n, f in zip(nodes, node_facts, strict=True):
+        used = nonzero.get(n) or (0, 0)
+        alloc = _allocatable(f)
+        key = (used[0], used[1], *alloc)
+        v = fit_of.get(key)
+        if v is None:
+            v = fit_of[key] = least_allocated((used[0] + cpu, used[1] + memory), alloc)
+        fit.append(v)
+    columns[NODE_RESOURCES_FIT] = fit
 
     if terms.soft_spread:
-        per_plugin[POD_TOPOLOGY_SPREAD] = _spread_scores(index, pod, placement, terms.soft_spread, facts, feasible)
+        spread = _spread_scores(index, pod, placement, terms.soft_spread, facts, nodes)
+        columns[POD_TOPOLOGY_SPREAD] = [spread[n] for n in nodes]
 
     domains = _affinity_domains(index, pod, placement, namespaces)
     if domains is not None:
-        per_plugin[INTER_POD_AFFINITY] = _affinity_scores(domains, index.labels, feasible)
+        affinity = _affinity_scores(domains, index.labels, nodes)
+        columns[INTER_POD_AFFINITY] = [affinity[n] for n in nodes]
 
     asked = tuple(placement.requests.get(r, 0) for r in SCORED_RESOURCES)
     if any(asked):
-        balanced: Scores = {}
-        for n in feasible:
+        balanced: list[int] = []
+        for n, f in zip(nodes, node_facts, strict=True):
             held = usage.on(n)
             before = tuple(held.get(r, 0) for r in SCORED_RESOURCES)
             after = tuple(b + a for b, a in zip(before, asked, strict=True))
-            balanced[n] = balanced_allocation(before, after, _allocatable(facts.get(n)))
-        per_plugin[BALANCED_ALLOCATION] = balanced
+            balanced.append(balanced_allocation(before, after, _allocatable(f)))
+        columns[BALANCED_ALLOCATION] = balanced
 
-    per_plugin[DYNAMIC_RESOURCES] = default_normalize(
-        {n: (device or {}).get(n, 0) for n in feasible}, reverse=False)
+    columns[DYNAMIC_RESOURCES] = default_normalize(
+        [device.get(n, 0) for n in nodes] if device else [0] * len(nodes), reverse=False)
 
-    plugins = tuple(p for p in WEIGHTS if p in per_plugin)
-    return NodeScores(plugins, {n: {p: per_plugin[p][n] for p in plugins} for n in feasible})
+    plugins = tuple(p for p in WEIGHTS if p in columns)
+    totals = [0] * len(nodes)
+    for p in plugins:
+        w = WEIGHTS[p]
+        totals = [t + w * v for t, v in zip(totals, columns[p], strict=True)]
+    return NodeScores(plugins, nodes, columns, totals)
