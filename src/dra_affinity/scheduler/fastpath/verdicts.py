@@ -273,8 +273,8 @@ class CycleVerdicts:
         self.borrowed: dict[str, NodeResult] = {}
 
     def __call__(self, node: str) -> NodeResult:
-        if self.cyc.single is not None:
-            return self._by_device(node)
+        """The node's kept result while its generation holds (nothing it reaches
+        changed); else a fresh one, kept."""
         v = self.verdicts
         p = v._pos[node]
         gen = v.generations[p]
@@ -284,36 +284,23 @@ class CycleVerdicts:
             if e.owner != self.owner:
                 self.borrowed[node] = e.result
             return e.result
-        v.computed += 1
-        res = filter_node(v.cache, self.cyc, node, self.snap, self.state, self.scoring)
-        self.kept.nodes[p] = _Entry(gen, res, self.owner)
+        if self.cyc.single is not None:
+            res = self._by_device(node, p)
+            # A result the device verdicts stand for belongs to no claim; the node
+            # filters' rejection was computed for this cycle's.
+            owner = () if self.borrowed.get(node) is res else self.owner
+        else:
+            v.computed += 1
+            res = filter_node(v.cache, self.cyc, node, self.snap, self.state, self.scoring)
+            owner = self.owner
+        self.kept.nodes[p] = _Entry(gen, res, owner)
         return res
 
-    def _by_device(self, node: str) -> NodeResult:
-        """A one-device pod: the node's kept result while its generation holds; else the
-        node filters, then the node's devices in the order the allocator tries them,
-        each judged by its kept verdict while the device is unchanged; the first viable
-        one decides, as in the allocator."""
-        v, kept = self.verdicts, self.kept
-        p = v._pos[node]
-        gen = v.generations[p]
-        e = kept.nodes[p]
-        if e is not None and e.generation == gen:
-            # Nothing the node reaches changed: the same devices in the same order give
-            # the same verdicts.
-            v.reused += 1
-            if e.owner != self.owner:
-                self.borrowed[node] = e.result
-            return e.result
-        found = self._by_device_at(node, p)
-        # A result the device verdicts stand for belongs to no claim; the node filters'
-        # rejection was computed for this cycle's.
-        kept.nodes[p] = _Entry(gen, found, () if self.borrowed.get(node) is found else self.owner)
-        return found
-
-    def _by_device_at(self, node: str, p: int) -> NodeResult:
-        """The node's result (the node's generation moved): the node filters, then its
-        devices' verdicts."""
+    def _by_device(self, node: str, p: int) -> NodeResult:
+        """A one-device pod whose node (at position ``p``) changed: the node filters, then the node's
+        devices in the order the allocator tries them, each judged by its kept verdict
+        while the device is unchanged; the first viable one decides, as in the
+        allocator."""
         v, cyc, snap, state, kept = self.verdicts, self.cyc, self.snap, self.state, self.kept
         if node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is not None:
             return filter_node(v.cache, cyc, node, snap, state, self.scoring)  # no claim in it
