@@ -11,6 +11,7 @@ import itertools
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,13 +25,15 @@ from dra_affinity.kube.api import RESOURCES, ApiError, ClientApi
 class _Server:
     """An HTTP/1.1 server on loopback that records requests and the connection each came
     on; ``drop_after`` makes it close a connection after answering (without saying so),
-    as a server does with an idle keep-alive connection; ``hang_up`` closes it unanswered."""
+    as a server does with an idle keep-alive connection; ``hang_up`` closes it unanswered;
+    ``delay`` waits that many seconds before answering."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
         self.status, self.body = 200, b'{"ok":true}'
         self.drop_after = False
         self.hang_up = False
+        self.delay = 0.0
         self.accepted = itertools.count()
         outer = self
 
@@ -50,12 +53,18 @@ class _Server:
                 if outer.hang_up:
                     self.close_connection = True
                     return
-                self.send_response(outer.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(outer.body)))
-                self.end_headers()
-                self.wfile.write(outer.body)
-                self.wfile.flush()
+                if outer.delay:
+                    time.sleep(outer.delay)
+                try:
+                    self.send_response(outer.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(outer.body)))
+                    self.end_headers()
+                    self.wfile.write(outer.body)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+                    self.close_connection = True
+                    return
                 if drop:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
@@ -158,6 +167,17 @@ def test_no_answer_on_a_new_connection_is_an_api_error_sent_once(server: _Server
     assert e.value.status == 0 and len(server.seen) == 1
     server.hang_up = False
     assert api.request("GET", "/api/v1/nodes") == {"ok": True}  # a new connection
+
+
+def test_each_request_waits_its_own_timeout_on_a_kept_connection(server: _Server) -> None:
+    api = _client(server.url)
+    assert api.request("GET", "/api/v1/nodes", timeout=30) == {"ok": True}
+    server.delay = 2.0
+    with pytest.raises(ApiError) as e:  # the same connection, a shorter timeout
+        api.request("GET", "/api/v1/nodes", timeout=0.2)
+    assert e.value.status == 0 and server.connections() == 1
+    server.delay = 0.0
+    assert api.request("GET", "/api/v1/nodes", timeout=30) == {"ok": True}  # a new connection
 
 
 def test_nothing_listening_is_an_api_error() -> None:

@@ -203,7 +203,10 @@ class _KeepAlive:
             if conn is None:
                 conn = self._local.conn = self._open(timeout)
             try:
-                conn.sock.settimeout(timeout)
+                if conn.sock.gettimeout() != timeout:
+                    # Setting it costs a system call and a hand-off of the GIL: only
+                    # when it changes (requests mostly share the default).
+                    conn.sock.settimeout(timeout)
                 conn.sock.sendall(data)
                 resp = http.client.HTTPResponse(conn.sock, method=method)
                 resp.begin()
