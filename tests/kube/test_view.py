@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
+from dra_affinity.kube import view as view_module
 from dra_affinity.kube.convert import to_model
-from dra_affinity.kube.informer import Change
+from dra_affinity.kube.informer import Change, as_informed
 from dra_affinity.kube.view import KubeView
 
 from .fakeapi import FakeApi
@@ -38,7 +41,41 @@ def test_claim_write_is_seen_before_the_echo_and_older_events_do_not_undo_it() -
     assert echo is not None
     view.apply(_change("ResourceClaim", "MODIFIED", echo))
     assert view._assumed["ResourceClaim"] == {}
-    assert view.claim("default/a-nic") == to_model("ResourceClaim", echo).model
+    assert view.claim("default/a-nic") == to_model("ResourceClaim", as_informed(echo, "ResourceClaim")).model
+
+
+def test_the_echo_of_a_claim_write_and_the_steps_before_it_are_not_converted_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi()
+    build(api)
+    api.create("ResourceClaim", claim("a-nic", "x"))
+    api.create("Pod", pod("a", "a-nic"))
+    proc = _process(api)
+    _run(proc, api, rounds=1)
+    view = proc.view
+    stored = api.get("ResourceClaim", "default/a-nic")
+    assert stored is not None
+    step = copy.deepcopy(stored)  # the finalizer's write, before the status one
+    step["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) - 1)
+    step["status"] = {}
+    seen: list[str] = []
+
+    class Listener:
+        def on_change(self, kind: str, old: object, new: object) -> None:
+            seen.append(kind)
+
+    view.listeners.append(Listener())  # type: ignore[arg-type]
+    converted: list[str] = []
+    real = view_module.to_model
+    monkeypatch.setattr(view_module, "to_model", lambda kind, raw, shared=None: (
+        converted.append(kind), real(kind, raw, shared))[1])
+    view.apply(_change("ResourceClaim", "MODIFIED", step))
+    c = view.claim("default/a-nic")
+    assert c is not None and c.status.allocation is not None
+    view.apply(_change("ResourceClaim", "MODIFIED", stored))  # the echo
+    assert converted == [] and seen == []
+    assert view._assumed["ResourceClaim"] == {}
+    assert view.claim("default/a-nic") == to_model("ResourceClaim", as_informed(stored, "ResourceClaim")).model
 
 
 def test_bound_pod_stays_bound_until_the_informer_shows_the_binding() -> None:

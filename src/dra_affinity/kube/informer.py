@@ -157,7 +157,7 @@ class Reflector:
             self.out.put(Change(self.kind, str(typ), object=self._object(obj)))
 
     def _object(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = _with_kind(obj, self.kind)
+        obj = as_informed(obj, self.kind)
         return obj if self.transform is None else self.transform(obj)
 
 
@@ -175,7 +175,7 @@ def list_pages(api: Api, kind: str, query: Mapping[str, str] | None = None, *,
                namespace: str | None = None, page_size: int = 500) -> Iterator[Page]:
     """A paginated list of one kind, page by page.
 
-    Items come as :func:`_with_kind` leaves them; a consumer that streams (``snapshot``)
+    Items come as :func:`as_informed` leaves them; a consumer that streams (``snapshot``)
     holds one page at a time."""
     cont = ""
     path = RESOURCES[kind].collection(namespace)
@@ -189,14 +189,15 @@ def list_pages(api: Api, kind: str, query: Mapping[str, str] | None = None, *,
         version = str(meta.get("resourceVersion", "") or version)
         cont = str(meta.get("continue", "") or "")
         remaining = meta.get("remainingItemCount")
-        yield Page([_with_kind(it, kind) for it in page.get("items") or ()], version,
+        yield Page([as_informed(it, kind) for it in page.get("items") or ()], version,
                    int(remaining) if isinstance(remaining, int) else None)
         if not cont:
             return
 
 
-def _with_kind(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    """List items come without kind/apiVersion; the view wants them. ``managedFields``
+def as_informed(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """An object as the informers keep it. List items come without kind/apiVersion; the
+    view wants them. ``managedFields``
     are dropped (as the kube-scheduler's informers drop them): nothing here reads them,
     and they are about a third of a pod's JSON, kept for every pod of the cluster."""
     meta = obj.get("metadata")

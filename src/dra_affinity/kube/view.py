@@ -58,7 +58,7 @@ from dra_affinity.scheduler.view import Listener, WriteConflict, WriteFailed
 from . import protowire
 from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
 from .convert import ConversionError, SharedParts, object_key, to_model
-from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
+from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change, as_informed
 from .leader import fenced
 
 log = logging.getLogger("dra_affinity.kube.view")
@@ -228,13 +228,21 @@ class KubeView:
         rv = rv_int(raw)
         if cur is not None and rv >= 0 and cur.rv == rv:
             return  # a resync of an unchanged object (a resourceVersion names one content)
+        assumed = self._assumed.get(kind, {}).get(key)
+        echo: TypedObject | None = None
+        if kind == "ResourceClaim" and assumed is not None and rv >= 0:
+            if rv < assumed.rv:
+                # A step before our own write (its finalizer, say): readers see our write
+                # until the watch reaches it, and the event that does will be kept.
+                return
+            if rv == assumed.rv:
+                echo = self._typed(kind, key, assumed)  # our write's answer: this content
         before = self._effective(kind, key)
-        model = self._convert(kind, key, raw)
+        model = echo if echo is not None else self._convert(kind, key, raw)
         if model is None:
             self._store[kind].pop(key, None)
         else:
             self._store[kind][key] = self._entry(kind, key, model, rv)
-        assumed = self._assumed.get(kind, {}).get(key)
         if assumed is not None and self._caught_up(kind, model, rv, assumed):
             del self._assumed[kind][key]  # the watch caught up with our write
         self._changed(kind, before, self._effective(kind, key))
@@ -416,7 +424,8 @@ class KubeView:
         """Record our own write (the object as the server answered it) so readers see it
         before the watch does."""
         with self.lock:
-            model = self._convert(kind, key, raw)
+            # As the informer will have it, so that its echo reads the same.
+            model = self._convert(kind, key, as_informed(raw, kind))
             if model is not None:
                 self._assume_model(kind, key, model, rv_int(raw))
             return model
