@@ -239,6 +239,8 @@ class SchedulerProcess:
         self.pending = Gauge("dra_affinity_pending_pods",
                              "Pods in the scheduling queue, by part (active, backoff, "
                              "unschedulable, gated, inFlight).", ["queue"], registry=r)
+        # Its series by part, looked up once (observed after every turn of the loop).
+        self._pending_by_part: dict[str, Any] = {}
         self.moved = Counter("dra_affinity_queue_incoming_pods", "Pods moved back to be tried "
                              "by a cluster event (or the periodic flush), by event.", ["event"],
                              registry=r)
@@ -405,7 +407,10 @@ class SchedulerProcess:
         with self.core_lock:
             lengths = self.queue.lengths()
         for part, n in lengths.items():
-            self.pending.labels(part).set(n)
+            child = self._pending_by_part.get(part)
+            if child is None:
+                child = self._pending_by_part[part] = self.pending.labels(part)
+            child.set(n)
         self.informer_queue.set(len(self.changes))
 
     def _flush_unschedulable(self) -> None:
