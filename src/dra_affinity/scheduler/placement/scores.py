@@ -144,8 +144,11 @@ def untolerated_preferences(facts: NodeFacts | None, tolerations: tuple[Tolerati
 
 
 # ------------------------------------------------------------------ NodeResources
+_NOTHING: Final = (0, 0)
+
+
 def _allocatable(facts: NodeFacts | None) -> tuple[int, int]:
-    return facts.scored if facts is not None else (0, 0)
+    return facts.scored if facts is not None else _NOTHING
 
 
 def least_allocated(requested: Sequence[int], allocatable: Sequence[int]) -> int:
@@ -305,15 +308,15 @@ def score_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement, namesp
     nonzero = usage.nonzero
     # Nodes alike (as large, holding as much) score alike: each distinct pair is
     # computed once.
-    fit_of: dict[tuple[int, ...], int] = {}
+    fit_of: dict[tuple[int, int, tuple[int, int]], int] = {}
     fit: list[int] = []
     for n, f in zip(nodes, node_facts, strict=True):
-        used = nonzero.get(n) or (0, 0)
-        alloc = _allocatable(f)
-        key = (used[0], used[1], *alloc)
+        used_cpu, used_memory = nonzero.get(n) or _NOTHING
+        alloc = f.scored if f is not None else _NOTHING
+        key = (used_cpu, used_memory, alloc)
         v = fit_of.get(key)
         if v is None:
-            v = fit_of[key] = least_allocated((used[0] + cpu, used[1] + memory), alloc)
+            v = fit_of[key] = least_allocated((used_cpu + cpu, used_memory + memory), alloc)
         fit.append(v)
     columns[NODE_RESOURCES_FIT] = fit
 
