@@ -68,6 +68,13 @@ def test_malformed_value_is_an_error_naming_object_and_field() -> None:
     assert "spec.devices.requests[0].name" in str(e.value)
 
 
+@pytest.mark.parametrize("metadata", ["c", ["c"], {"name": "c", "namespace": 7}])
+def test_malformed_metadata_is_an_error_naming_the_field(metadata: object) -> None:
+    with pytest.raises(ConversionError) as e:
+        to_model("ResourceClaim", {"metadata": metadata, "spec": {}})
+    assert "metadata" in str(e.value)
+
+
 def test_unknown_kind_is_an_error() -> None:
     with pytest.raises(ConversionError, match="unsupported kind 'Secret'"):
         to_model("Secret", {"metadata": {"name": "x"}})
