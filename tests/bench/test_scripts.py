@@ -25,3 +25,10 @@ def test_hostile_quick_runs_every_case() -> None:
         assert row["outcome"].split(":")[0] in (
             "Scheduled", "Unschedulable", "UnschedulableAndUnresolvable", "Error"), row
     assert out["worstCPU"]["case"] in {r["case"] for r in cases}  # type: ignore[index]
+
+
+def test_http_answer_compares_both_readers_on_the_same_answers() -> None:
+    """The script checks each reader's body against the one sent (it exits otherwise)."""
+    out = script("http_answer.py", "--answers", "200")
+    assert out["answers"] == 200 and out["bodyBytes"] > 1000
+    assert out["httpClientMicroseconds"] > 0 and out["readAnswerMicroseconds"] > 0  # type: ignore[operator]

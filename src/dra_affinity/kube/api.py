@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
+import httptools
+
 from dra_affinity.api.keys import CLUSTER_SCOPED
 
 __all__ = [
@@ -142,17 +144,105 @@ _CONNECTION_KW = frozenset({
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
+#: Bytes asked of the socket per read (a TLS read returns at most one 16 KiB record).
+_RECV = 65536
+#: An answer's status line and headers may take this many bytes at most (http.client
+#: allowed 100 headers of 64 KiB).
+MAX_HEADER_BYTES = 1 << 20
+
+
+class _Answer:
+    """What ``httptools``' parser reports of one answer (its callbacks). Whatever
+    follows the first answer is not kept (nothing was asked for it)."""
+
+    __slots__ = ("body", "done", "framed", "head_done", "keep_alive", "messages", "parser",
+                 "reason", "status")
+
+    def __init__(self) -> None:
+        self.parser: Any = None  # llhttp answers the status and whether to keep the
+        self.status = 0          # connection only until the message completes: they
+        self.keep_alive = False  # are asked with the headers
+        self.reason = b""
+        self.body: list[bytes] = []
+        self.framed = False  # a Content-Length or Transfer-Encoding says where the body ends
+        self.head_done = False
+        self.done = False
+        self.messages = 0
+
+    def on_message_begin(self) -> None:
+        self.messages += 1
+
+    def on_status(self, reason: bytes) -> None:
+        if not self.head_done:
+            self.reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        if not self.head_done:
+            self.head_done = True
+            self.status = int(self.parser.get_status_code())
+            self.keep_alive = bool(self.parser.should_keep_alive())
+
+    def on_body(self, body: bytes) -> None:
+        if not self.done:
+            self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+def read_answer(sock: Any) -> tuple[int, str, bytes, bool]:
+    """One HTTP/1.1 answer read from ``sock``: (status, reason, body, whether the
+    connection must be closed after it). For requests other than HEAD, which the
+    scheduler never sends (an answer to HEAD has headers that describe no body).
+
+    Raises ``http.client.RemoteDisconnected`` when the connection ends before the
+    first byte (a kept connection the server closed while idle), another
+    ``http.client.HTTPException`` when the answer is malformed, cut short, has headers
+    past :data:`MAX_HEADER_BYTES` or is informational (1xx: nothing the scheduler sends
+    asks for one), and ``OSError`` on a socket failure or timeout."""
+    answer = _Answer()
+    answer.parser = parser = httptools.HttpResponseParser(answer)
+    received = 0
+    try:
+        while not answer.done:
+            data = sock.recv(_RECV)
+            if not data:
+                if not received:
+                    raise http.client.RemoteDisconnected("the connection closed without an answer")
+                if answer.head_done and not answer.framed:  # the body ends with the connection
+                    break
+                raise http.client.IncompleteRead(b"".join(answer.body))
+            received += len(data)
+            try:
+                parser.feed_data(data)
+            except httptools.HttpParserError as e:
+                raise http.client.HTTPException(f"malformed answer: {e}") from None
+            if not answer.head_done and received > MAX_HEADER_BYTES:
+                raise http.client.HTTPException(f"answer headers past {MAX_HEADER_BYTES} bytes")
+    finally:
+        answer.parser = None
+    if answer.status < 200:
+        raise http.client.HTTPException(f"unexpected informational answer {answer.status}")
+    will_close = not answer.done or answer.messages > 1 or not answer.keep_alive
+    return answer.status, answer.reason.decode("latin-1"), b"".join(answer.body), will_close
+
+
 class _KeepAlive:
     """One HTTP/1.1 keep-alive connection per thread to one API server, for requests
     whose answer is read whole (watches stream through urllib3's pool).
 
     A request is written with one ``sendall`` (headers and body together) and its
-    answer parsed by ``http.client``: two blocking calls, so the thread gives up the
-    GIL twice per request, where urllib3's pool does five or six times (a liveness
-    poll, headers and body sent apart, reads). Each give-up wakes another thread, a
-    cost the measurements showed larger than the request's own work. Connections are
-    opened by urllib3 with the pool's own settings (CA, client certificate, hostname
-    checks, socket options).
+    answer read with ``recv`` into ``httptools``' parser (llhttp): mostly two blocking
+    calls, so the thread gives up the GIL twice per request, where urllib3's pool does
+    five or six times (a liveness poll, headers and body sent apart, reads). Each
+    give-up wakes another thread. ``http.client``'s parser (the headers go through the
+    email package) cost about 95 µs per answer where llhttp costs 6 µs
+    (``benchmarks/http_answer.py``). Connections are opened by urllib3 with the pool's
+    own settings (CA, client certificate, hostname checks, socket options).
 
     A reused connection the server closed while idle fails with no answer: the request
     is sent once more on a new connection. The scheduler's writes carry a precondition
@@ -208,9 +298,7 @@ class _KeepAlive:
                     # when it changes (requests mostly share the default).
                     conn.sock.settimeout(timeout)
                 conn.sock.sendall(data)
-                resp = http.client.HTTPResponse(conn.sock, method=method)
-                resp.begin()
-                payload = resp.read()
+                status, reason, payload, will_close = read_answer(conn.sock)
             except _STALE:
                 self.close()
                 if reused:
@@ -219,9 +307,9 @@ class _KeepAlive:
             except BaseException:
                 self.close()
                 raise
-            if resp.will_close:
+            if will_close:
                 self.close()
-            return resp.status, resp.reason, payload
+            return status, reason, payload
 
 
 class ClientApi:

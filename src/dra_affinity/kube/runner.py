@@ -257,9 +257,13 @@ class SchedulerProcess:
         """``api`` behind a token bucket of its own (none with ``kube_api_qps`` 0)."""
         bucket = TokenBucket(self.options.kube_api_qps, self.options.kube_api_burst)
         waited = self.rate_limited.labels(name)
+        counters: dict[tuple[str, int], Any] = {}  # a series' lookup takes a lock: once each
 
         def observe(method: str, status: int, seconds: float) -> None:
-            self.requests.labels(name, method, str(status)).inc()
+            counter = counters.get((method, status))
+            if counter is None:
+                counter = counters[method, status] = self.requests.labels(name, method, str(status))
+            counter.inc()
             if bucket.limited:
                 waited.observe(seconds)
 
