@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from dra_affinity.api.core import Node, Pod
+from dra_affinity.kube.projection import slim_pod
 from dra_affinity.scheduler.nodefit import (
     NO_PLACEMENT,
     NodeUsage,
@@ -233,9 +234,60 @@ def test_assumed_pod_confirmed_where_assumed_keeps_its_record() -> None:
     assert u.pods["default/a"] is record and u.version == version
     assert (heard.added, heard.removed) == (1, 0)
     assert u.on("n1") == {"cpu": 1000, "pods": 1} and not u.assumed
-    # Confirmed once: a later event of the same pod is an ordinary update again.
+    # Confirmed once: a later event that changes nothing recorded is no change either.
     u.update("default/a", bound)
-    assert u.pods["default/a"] is not record and u.on("n1") == {"cpu": 1000, "pods": 1}
+    assert u.pods["default/a"] is record and u.version == version
+    assert (heard.added, heard.removed) == (1, 0)
+
+
+def _bound_raw(**status: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "default", "labels": {"app": "a"},
+                         "resourceVersion": "7", "uid": "u1"},
+            "spec": {"nodeName": "n1", "schedulerName": "dra-affinity",
+                     "containers": [{**container(cpu="1"), "image": "pause",
+                                     "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+                     "tolerations": [{"operator": "Exists"}], "dnsPolicy": "ClusterFirst"},
+            "status": {"phase": "Pending", **status}}
+
+
+@pytest.mark.parametrize("later", [
+    _bound_raw(conditions=[{"type": "PodScheduled", "status": "True"}]),
+    slim_pod(_bound_raw(conditions=[{"type": "PodScheduled", "status": "True"}])),
+    slim_pod(_bound_raw(phase="Running", podIP="10.0.0.7")),
+], ids=["status", "slim", "running"])
+def test_a_bound_pod_whose_record_would_not_change_keeps_it_and_tells_no_one(
+        later: dict[str, Any]) -> None:
+    """Kubelets write a bound pod's status often, and the informer keeps bound pods as
+    a slim projection: neither changes what the node counts, so listeners (which drop
+    what they derived from the node) are not told."""
+    u = NodeUsage()
+    heard = Heard()
+    u.listeners.append(heard)
+    u.update("default/a", Pod.model_validate(_bound_raw()))
+    record, version = u.pods["default/a"], u.version
+    u.update("default/a", Pod.model_validate(later))
+    assert u.pods["default/a"] is record and u.version == version
+    assert (heard.added, heard.removed) == (1, 0)
+
+
+@pytest.mark.parametrize("change", [
+    {"metadata": {"name": "a", "namespace": "default", "labels": {"app": "b"}}},
+    {"metadata": {"name": "a", "namespace": "default", "labels": {"app": "a"},
+                  "deletionTimestamp": "2026-01-01T00:00:00Z"}},
+    {"status": {"phase": "Succeeded"}},
+    {"spec": {**_bound_raw()["spec"], "nodeName": "n2"}},
+], ids=["labels", "deleting", "terminal", "moved"])
+def test_a_bound_pod_whose_record_changes_is_recorded_again(change: dict[str, Any]) -> None:
+    u = NodeUsage()
+    heard = Heard()
+    u.listeners.append(heard)
+    u.update("default/a", Pod.model_validate(_bound_raw()))
+    u.update("default/a", Pod.model_validate({**_bound_raw(), **change}))
+    fresh = NodeUsage()
+    fresh.update("default/a", Pod.model_validate({**_bound_raw(), **change}))
+    assert (u.requested, u.pods, u.ports) == (fresh.requested, fresh.pods, fresh.ports)
+    assert heard.removed == 1
 
 
 @pytest.mark.parametrize("bound", [

@@ -378,6 +378,8 @@ def _phase(pod: Pod) -> Any:
     return pod.status.get("phase") if isinstance(pod.status, Mapping) else None
 
 
+#: Phases of a pod that counts nothing on its node.
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _ONE_POD: Mapping[str, int] = {PODS: 1}  # shared by every pod that requests nothing else
 _NO_TERMS_POD_NONZERO = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
 
@@ -424,14 +426,19 @@ class NodeUsage:
     assumed: dict[str, Pod] = field(default_factory=dict)
 
     def update(self, key: str, pod: Pod | None) -> None:
-        """The pod ``key`` is now ``pod`` (None: deleted). An assumed pod that turns out
-        bound where it was assumed, and otherwise as it was, keeps its record: the
-        confirmation changes nothing a filter reads."""
+        """The pod ``key`` is now ``pod`` (None: deleted). A pod that stays on its node
+        and would be recorded as it is keeps its record, and no listener is told: an
+        assumed pod confirmed where it was assumed, or a bound pod whose status moved
+        (kubelets write it often; the informer keeps bound pods as a slim projection,
+        so the confirmation of a binding is such an update too). Listeners drop what
+        they derived from the node, so each needless word costs them a recomputation."""
         node = pod.spec.node_name if pod is not None else None
         source = self.assumed.pop(key, None)
-        if source is not None and pod is not None and node:
-            prev = self.pods.get(key)
-            if prev is not None and prev.node == node and same_but_node(source, pod):
+        prev = self.pods.get(key)
+        if prev is not None and pod is not None and node == prev.node:
+            if source is not None and same_but_node(source, pod):
+                return
+            if _phase(pod) not in TERMINAL_PHASES and self._record(key, pod, node, None) == prev:
                 return
         self._set(key, pod, node)
 
@@ -451,7 +458,7 @@ class NodeUsage:
             self._remove(prev)
         if pod is None or not node:
             return
-        if _phase(pod) in ("Succeeded", "Failed"):
+        if _phase(pod) in TERMINAL_PHASES:
             return
         bound = self._record(key, pod, node, placement)
         self.pods[key] = bound
