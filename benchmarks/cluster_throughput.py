@@ -27,8 +27,9 @@ peak RSS; for ``ours`` the CPU split over the scheduler's threads (its
 once every one has been tried, S seconds of the scheduler's CPU (percent of one core)
 and the API server's writes to pods, events and claims per pod per minute.
 
-``--profile DIR`` records ours with ``py-spy record --native`` (on-CPU samples only,
-per thread) into DIR and adds the top frames to the output.
+``--profile DIR`` runs ours with ``--profile-dir`` (each thread's cProfile on its own CPU
+clock: waiting costs nothing) into DIR and adds each group of threads' top functions to
+the output; profiled code runs slower, so its CPU figures are not the run's.
 
     python benchmarks/cluster_throughput.py --nodes 200 --devices 8 --slots 2 --variant ours,stock-qps
     python benchmarks/cluster_throughput.py --nodes 1000 --devices 8 --slots 2 --variant ours,stock-qps
@@ -46,7 +47,6 @@ import queue
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -61,6 +61,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "cluster"), str(ROOT / "
 from controlplane import ControlPlane, build_binaries, free_port  # noqa: E402
 
 from dra_affinity.kube.api import ApiError, ClientApi  # noqa: E402
+from dra_affinity.observe.profiles import summary as profile_summary  # noqa: E402
 from kube.live import Live, SchedulerProc, World, wait_until  # noqa: E402
 
 KCM_ARGS = ["--kube-api-qps=2000", "--kube-api-burst=4000"]
@@ -233,9 +234,16 @@ class _Run:
             # 3 s renew deadline can pass while the plane is busy, and the replica exits.
             extra=["--log-level", "warning", "--metrics-port", str(self.metrics_port),
                    "--lease-duration", "15", "--renew-deadline", "10", "--retry-period", "2",
-                   *self.args.scheduler_arg])
+                   *self.args.scheduler_arg, *self._profile_args()])
         wait_until(lambda: any(v == 1.0 for _, v in _samples(self.our_metrics(), "dra_affinity_leader")),
                    300, "dra-affinity scheduler to lead and sync")
+
+    def _profile_args(self) -> list[str]:
+        folder = self.profile_dir()
+        if folder is None:
+            return []
+        shutil.rmtree(folder, ignore_errors=True)  # a profile of this run only
+        return ["--profile-dir", str(folder)]
 
     def check_alive(self, watcher: _Watcher) -> None:
         """Stop the wait at once, with the reason, when nothing can bind the pods any
@@ -275,7 +283,6 @@ class _Run:
                 total = min(total, args.pods)
         if variant == "ours":
             self.start_ours()
-        profiler = self._profile_start()
         watcher = _Watcher(self.live.api, ns)
         created: dict[str, float] = {}
         names: queue.Queue[str] = queue.Queue()
@@ -359,72 +366,22 @@ class _Run:
             out["attemptsPerBoundPod"] = {
                 labels["result"]: round(v / n, 3) for labels, v in
                 _samples(text, "dra_affinity_schedule_attempts_total")}
-        if profiler is not None:
-            out["profile"] = self._profile_stop(profiler)
         if self.sched is not None:
-            self.sched.stop()
+            self.sched.stop()  # each profiled thread writes its profile as it ends
+        folder = self.profile_dir()
+        if folder is not None and self.variant == "ours":
+            out["profile"] = {"folder": str(folder), "threads": profile_summary(folder)}
         out.update({"setupSeconds": round(setup_s, 1),
                     "planeStartSeconds": round(self.plane.started_seconds or 0, 1)})
         self.client.close()
         return out
 
     # ------------------------------------------------------------------ profiling
-    def _profile_start(self) -> tuple[subprocess.Popen[bytes], Path] | None:
-        if self.args.profile is None or self.sched is None or self.sched.proc is None:
+    def profile_dir(self) -> Path | None:
+        """Where ours writes its threads' profiles (``--profile``), or None."""
+        if self.args.profile is None:
             return None
-        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        out = Path(self.args.profile) / f"{self.variant}-{self.args.nodes}-run{self.index}.txt"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen([spy, "record", "--native", "--threads",
-                                 "--rate", "50", "--format", "raw", "--output", str(out),
-                                 "--pid", str(self.sched.proc.pid)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return proc, out
-
-    def _profile_stop(self, profiler: tuple[subprocess.Popen[bytes], Path]) -> dict[str, Any]:
-        import signal
-
-        proc, path = profiler
-        proc.send_signal(signal.SIGINT)
-        proc.wait(60)
-        return summarize_profile(path)
-
-
-# Native frames of a thread that waits (for a socket, a lock, the GIL): py-spy's own idle
-# detection misses many of them with --native, so samples ending in one are dropped. A
-# thread taking the GIL back after a blocking call (``PySSL_select`` -> ``pthread_mutex_lock``
-# -> a futex in libc) sleeps in the kernel until the holder lets go.
-_WAITING = frozenset({"poll", "select", "epoll_wait", "pthread_cond_timedwait",
-                      "pthread_cond_wait", "PyThread_acquire_lock_timed", "sem_timedwait",
-                      "sem_clockwait", "clock_nanosleep", "nanosleep", "accept", "accept4",
-                      "pthread_mutex_lock"})
-
-
-def summarize_profile(path: Path, top: int = 15) -> dict[str, Any]:
-    """Self and inclusive shares of the top frames in a py-spy raw (collapsed) profile,
-    over on-CPU samples only."""
-    own: collections.Counter[str] = collections.Counter()
-    incl: collections.Counter[str] = collections.Counter()
-    per_thread: collections.Counter[str] = collections.Counter()
-    total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        n = int(count)
-        frames = stack.split(";")
-        if any(f.split(" (", 1)[0] in _WAITING for f in frames[-4:]):
-            continue
-        total += n
-        per_thread[frames[0]] += n
-        frames = [re.sub(r" \(.*?:\d+\)$", "", f) for f in frames[1:]]
-        if frames:
-            own[frames[-1]] += n
-        for f in set(frames):
-            incl[f] += n
-    share = lambda c: {k: round(v / max(total, 1), 3) for k, v in c.most_common(top)}  # noqa: E731
-    return {"file": str(path), "samples": total, "self": share(own), "inclusive": share(incl),
-            "threads": share(per_thread)}
+        return Path(self.args.profile) / f"{self.variant}-{self.args.nodes}-run{self.index}"
 
 
 def run_variant(variant: str, args: argparse.Namespace, bin_dir: Path, index: int) -> dict[str, Any]:
@@ -473,7 +430,8 @@ def main() -> int:
     ap.add_argument("--unschedulable", type=int, default=0,
                     help="soak: this many pods that never fit instead of the fill")
     ap.add_argument("--soak", type=float, default=300.0, help="soak: seconds measured")
-    ap.add_argument("--profile", default=None, help="py-spy profiles of ours into this folder")
+    ap.add_argument("--profile", default=None,
+                    help="CPU profiles of ours's threads into this folder (--profile-dir)")
     args = ap.parse_args()
     bin_dir = build_binaries()
     results = []

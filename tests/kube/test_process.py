@@ -571,3 +571,46 @@ def test_queue_and_client_metrics_are_exposed(api: FakeApi) -> None:
     assert 'dra_affinity_rest_client_requests_total{client="events",code="200",method="POST"}' in text
     assert "dra_affinity_thread_cpu_seconds_total{thread=" in text
     assert "dra_affinity_dropped_total" in text
+
+
+def test_profile_dir_writes_each_threads_profile(api: FakeApi, tmp_path: Any) -> None:
+    """--profile-dir: the loop, the binding workers, the reflectors and the Event sink
+    each leave a profile of what they ran; the loop's holds the scheduling cycles."""
+    import pstats
+    import threading
+    import time
+
+    from dra_affinity.observe.profiles import summary
+
+    for name, subnet in [("a", "x"), ("b", "y")]:
+        api.create("ResourceClaim", claim(f"{name}-nic", subnet))
+        api.create("Pod", pod(name, f"{name}-nic"))
+    proc = SchedulerProcess(api, Options(leader_elect=False, metrics_port=-1,
+                                         max_in_flight_bindings=2,
+                                         profile_dir=str(tmp_path / "prof")))
+    t = threading.Thread(target=lambda: proc.run(install_signals=False))
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with api.lock:
+                if _node(api, "default/a") and _node(api, "default/b"):
+                    break
+            time.sleep(0.05)
+    finally:
+        proc.stopping.set()
+        t.join(30)
+    # Reflectors are not waited for at shutdown (a watch may hold them): each writes
+    # its profile as it notices the stop.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list((tmp_path / "prof").glob("reflector-*"))) < 6:
+        time.sleep(0.05)
+    groups = summary(tmp_path / "prof")
+    assert {"scheduling-loop", "binding", "events"} <= set(groups)
+    assert any(g.startswith("reflector") for g in groups)
+
+    def ran(group: str) -> set[str]:
+        files = [str(p) for p in (tmp_path / "prof").glob(f"{group}*.prof")]
+        return {name for _, _, name in pstats.Stats(*files).stats}  # type: ignore[attr-defined]
+    assert "scheduling_cycle" in ran("scheduling-loop")
+    assert "binding_cycle" in ran("binding")

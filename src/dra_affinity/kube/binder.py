@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from dra_affinity.observe.profiles import ThreadProfiles
+
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "Binder"]
 
 log = logging.getLogger("dra_affinity.kube.binder")
@@ -33,12 +35,14 @@ T = TypeVar("T")
 class Binder(Generic[T]):
     """A bounded pool of binding workers; ``run`` is called once per submitted item."""
 
-    def __init__(self, limit: int, run: Callable[[T], None], *, name: str = "binding") -> None:
+    def __init__(self, limit: int, run: Callable[[T], None], *, name: str = "binding",
+                 profiles: ThreadProfiles | None = None) -> None:
         if limit < 0:
             raise ValueError(f"bindings in flight: need >= 0, got {limit}")
         self.limit = limit
         self.name = name
         self._run = run
+        self._profiles = profiles  # each worker's CPU profile (--profile-dir), or None
         self._slots = threading.BoundedSemaphore(max(limit, 1))
         self._work: queue.SimpleQueue[T | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
@@ -59,7 +63,8 @@ class Binder(Generic[T]):
         if self._threads or not self.limit:
             return
         for i in range(self.limit):
-            t = threading.Thread(target=self._worker, name=f"{self.name}-{i}", daemon=True)
+            target = self._profiles.thread(self._worker) if self._profiles else self._worker
+            t = threading.Thread(target=target, name=f"{self.name}-{i}", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -97,3 +102,5 @@ class Binder(Generic[T]):
                 with self._count_lock:
                     self._in_flight -= 1
                 self._slots.release()
+                if self._profiles is not None:
+                    self._profiles.tick()

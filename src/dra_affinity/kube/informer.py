@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dra_affinity.observe.profiles import ThreadProfiles
+
 from .api import RESOURCES, Api, ApiError
 
 log = logging.getLogger("dra_affinity.kube.informer")
@@ -53,7 +55,8 @@ class Reflector:
     def __init__(self, api: Api, kind: str, out: ChangeSink, *,
                  field_selector: str | None = None, namespace: str | None = None,
                  page_size: int = 500, watch_timeout: int = 300, max_backoff: float = 5.0,
-                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 profiles: ThreadProfiles | None = None) -> None:
         self.api = api
         self.kind = kind
         self.resource = RESOURCES[kind]
@@ -64,6 +67,7 @@ class Reflector:
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
         self.transform = transform
+        self.profiles = profiles  # each thread's CPU profile (--profile-dir), or None
         self.resource_version = ""
         self.lists = 0  # how many full lists were done (re-lists after 410 count too)
         self._stop = threading.Event()
@@ -72,7 +76,8 @@ class Reflector:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name=f"reflector-{self.kind}", daemon=True)
+        target = self.profiles.thread(self.run) if self.profiles else self.run
+        self._thread = threading.Thread(target=target, name=f"reflector-{self.kind}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -140,6 +145,8 @@ class Reflector:
             if self._stop.is_set():
                 return
             self.handle(ev)
+            if self.profiles is not None:
+                self.profiles.tick()
 
     def handle(self, ev: Mapping[str, Any]) -> None:
         """One watch event: bookmarks move the version; ERROR raises (410 lists again)."""

@@ -43,7 +43,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,6 +59,7 @@ from dra_affinity.api.resource import ResourceClaim, ResourceSlice
 from dra_affinity.features import Features
 from dra_affinity.observe.events import Recorder
 from dra_affinity.observe.metrics import SchedulerMetrics
+from dra_affinity.observe.profiles import ThreadProfiles
 from dra_affinity.observe.threads import ThreadCpuCollector
 from dra_affinity.scheduler.binding import Binding
 from dra_affinity.scheduler.gctune import tuned_gc
@@ -157,6 +158,9 @@ class Options:
     #: Tune the cyclic garbage collector once the informers have synced (gctune): it is
     #: process-wide, so only the process's entry point (``dra-affinity scheduler``) asks.
     tune_gc: bool = False
+    #: Write CPU profiles of the loop, the binding workers, the reflectors and the Event
+    #: sink into this folder (:mod:`dra_affinity.observe.profiles`); None: off.
+    profile_dir: str | None = None
 
 
 def connections(options: Options) -> int:
@@ -210,7 +214,9 @@ class SchedulerProcess:
         self.scheduler = Scheduler(self.view, features or Features(), metrics=self.metrics,
                                    recorder=self.recorder, scoring=options.scoring,
                                    lock=self.core_lock)
-        self.binder: Binder[_InFlight] = Binder(options.max_in_flight_bindings, self._bind)
+        self.profiles = ThreadProfiles(options.profile_dir) if options.profile_dir else None
+        self.binder: Binder[_InFlight] = Binder(options.max_in_flight_bindings, self._bind,
+                                                profiles=self.profiles)
         # Pools' cross-slice problems as reported: slice name -> message (see _pool_problems).
         self._reported_pool_problems: dict[str, str] = {}
         self._slices_changed = False
@@ -224,7 +230,8 @@ class SchedulerProcess:
         self.reflectors = [
             Reflector(self.api, kind, self.changes,
                       field_selector=NON_TERMINAL_PODS if kind == "Pod" else None,
-                      transform=pod_transform(options.scheduler_name) if kind == "Pod" else None)
+                      transform=pod_transform(options.scheduler_name) if kind == "Pod" else None,
+                      profiles=self.profiles)
             for kind in WATCHED_KINDS]
         self.attempt_seconds = Histogram(
             "dra_affinity_scheduling_attempt_duration_seconds",
@@ -397,6 +404,8 @@ class SchedulerProcess:
             if key is not None:
                 self.schedule_one(key)
             self.observe_queue()
+            if self.profiles is not None:
+                self.profiles.tick()
 
     def check_pools(self) -> None:
         """After slices changed, the snapshot now, so that the pools' problems are told
@@ -549,15 +558,21 @@ class SchedulerProcess:
         if self.elector is not None:
             self.elector.start()
         self.binder.start()
-        self._event_thread = threading.Thread(target=self.events.run, args=(self.stopping,),
-                                              name="events", daemon=True)
+        def events() -> None:
+            self.events.run(self.stopping)
+        self._event_thread = threading.Thread(target=self._profiled(events), name="events",
+                                              daemon=True)
         self._event_thread.start()
-        self._loop_thread = threading.Thread(target=self.loop, name="scheduling-loop")
+        self._loop_thread = threading.Thread(target=self._profiled(self.loop),
+                                             name="scheduling-loop")
         self._loop_thread.start()
         while self._loop_thread.is_alive():
             self._loop_thread.join(0.2)
         self.shutdown()
         return self.exit_code
+
+    def _profiled(self, target: Callable[[], None]) -> Callable[[], None]:
+        return self.profiles.thread(target) if self.profiles else target
 
     def shutdown(self) -> None:
         self.stopping.set()
