@@ -79,6 +79,10 @@ class CycleState:
     # What Filter saw when it chose: (snapshot, state, state.version). Reserve re-checks
     # the choice only if any of them changed since (another pod's Reserve in between).
     filtered_on: tuple[object, object, int] | None = None
+    # When no node fits and the kept verdicts rendered it: (nodes, reasons, FitError
+    # message), the signature's last ones when every rejection is the same (see
+    # fastpath.verdicts); None: Reserve renders them (reasons()).
+    failure: tuple[int, list[Reason], str] | None = None
 
     @property
     def allocating(self) -> frozenset[str]:

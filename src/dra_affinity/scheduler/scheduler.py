@@ -295,10 +295,10 @@ class Scheduler:
                 indexed = True
                 found = self.indexed.find(cyc, snap, state, self.scoring)
                 if not found:
-                    # Nothing fits: a full pass gives every node's reasons (rare, off the hot path).
+                    # Nothing fits: a full pass gives every node's reasons (see _scan).
                     cyc.counters = Counters()
             if not found:
-                self._scan(cyc, snap, state, kept=not indexed)
+                self._scan(cyc, snap, state, after_indexes=indexed)
             if cyc.chosen is not None:
                 cyc.chosen = with_share_ids(cyc.chosen, cyc.to_allocate, state)
         finally:
@@ -316,15 +316,19 @@ class Scheduler:
             if self.verdicts is not None:
                 self._count_verdicts(self.verdicts, pending)
 
-    def _scan(self, cyc: CycleState, snap: Snapshot, state: AllocatedState, *, kept: bool) -> None:
-        """The full scan, through the kept verdicts when ``kept`` and they apply (not
-        after the indexes found nothing: that pass is for every node's reasons)."""
-        check = self.verdicts.for_cycle(cyc, snap, state, self.scoring) \
-            if kept and self.verdicts is not None else None
+    def _scan(self, cyc: CycleState, snap: Snapshot, state: AllocatedState, *,
+              after_indexes: bool) -> None:
+        """The full scan, through the kept verdicts when they apply. ``after_indexes``:
+        the indexes found nothing, so this pass is for every node's reasons and changed
+        nodes are filtered whole; a pod tried again reuses the rejections it (or a pod
+        of its signature) met while the nodes are unchanged."""
+        check = self.verdicts.for_cycle(cyc, snap, state, self.scoring, whole=after_indexes) \
+            if self.verdicts is not None else None
         full_scan(self.cache, cyc, snap, state, self.scoring, check)
         if check is not None and not check.finish():
             # A kept verdict disagreed with a fresh one: scan again without them.
             cyc.chosen, cyc.scores, cyc.rejected = None, None, []
+            cyc.counters = Counters()
             full_scan(self.cache, cyc, snap, state, self.scoring)
 
     # ================================================================== Reserve .. Bind
@@ -332,8 +336,11 @@ class Scheduler:
         """Reserve: the shares recorded as tentative, the claims in flight, the pod
         assumed on its node; the binding cycle to run."""
         if cyc.chosen is None:
+            total = len(self.snapshot().nodes)
+            if cyc.failure is not None and cyc.failure[0] == total:
+                return self._failed(cyc.key, list(cyc.failure[1]), cyc.failure[2])
             why = cyc.reasons()
-            return self._failed(cyc.key, why, fit_error_message(len(self.snapshot().nodes), why))
+            return self._failed(cyc.key, why, fit_error_message(total, why))
         blocked = self._claims_unsettled(cyc.key, [f"{c.namespace}/{c.name}" for c in cyc.claims])
         if blocked is not None:
             return blocked

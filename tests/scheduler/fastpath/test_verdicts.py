@@ -404,14 +404,15 @@ def test_the_metrics_count_the_verdicts_once_a_cycle_and_once_each() -> None:
 
 def test_a_stale_verdict_is_counted_and_the_cycle_still_decides_right() -> None:
     w = World()
-    w.foreign("hog", 0, "4")  # node-0's whole CPU
-    assert _two_nics(w, "a").node == node_name(1)  # node-0 kept: Insufficient cpu
+    assert _two_nics(w, "a").node == node_name(0)  # both fit, the tie to node-0: node-1's kept
     assert w.verdicts.signatures == 1
-    # A missed invalidation: node-0's pods change and its generation does not move.
+    # A missed invalidation: node-1's pods change and its generation does not move.
     w.verdicts.close()
-    w.cluster.delete("Pod", "default/hog")
-    # node-1's NIC is full: the kept verdict says no node fits, node-0's fresh one disagrees.
-    assert _two_nics(w, "c").node == node_name(0)
+    w.foreign("hog", 1, "4")  # node-1's whole CPU
+    # node-0's NIC is full: the kept verdict says node-1 fits, node-1's fresh one disagrees.
+    c = _two_nics(w, "c")
+    assert c.node is None
+    assert c.message == "0/2 nodes are available: 1 Insufficient cpu, 1 InsufficientCapacity."
     assert w.verdicts.stale == 1
     assert _verdict_series(w.sched) == _expected(w.verdicts)
     assert _verdict_series(w.sched)["dra_affinity_filter_stale_verdicts_total"] == ("counter", 1)

@@ -41,6 +41,7 @@ the number of nodes and devices, and :data:`MAX_CONTENTS` verdicts by content.
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -48,7 +49,7 @@ from typing import NamedTuple
 
 from dra_affinity.api.resource import DeviceClass
 from dra_affinity.structured.affinity import CLEAN, pool_gate
-from dra_affinity.structured.model import DeviceInfo, NodeResult
+from dra_affinity.structured.model import DeviceInfo, NodeResult, Reason
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
 
@@ -58,6 +59,7 @@ from ..filter import (
     AFFINITY,
     dynamic_resources,
     filter_node,
+    fit_error_message,
     node_rejection,
     placement_state,
     rank_devices,
@@ -71,10 +73,44 @@ MAX_SIGNATURES = 128
 MAX_CONTENTS = 4096
 
 
-class _Entry(NamedTuple):
-    generation: int
-    result: NodeResult
-    owner: tuple[str, ...]  # the claims the result was computed for
+class _Entry:
+    """A node's kept result at a generation, for the claims it was computed for."""
+
+    __slots__ = ("counts", "generation", "neutral", "owner", "result")
+
+    def __init__(self, generation: int, result: NodeResult, owner: tuple[str, ...] | None,
+                 counts: tuple[int, int] = (0, 0)) -> None:
+        self.generation = generation
+        self.result = result
+        # The claims the result was computed for; None for a result the device verdicts
+        # stand for (no reasons: never a rejection's text).
+        self.owner = owner
+        # What computing it added to the cycle's counters (lock conflicts, no keys): a
+        # cycle whose outcome it stands in for counts them as a fresh one would.
+        self.counts = counts
+        # Whether no reason's text names an owner's claim (see :meth:`names_no_claim`);
+        # None until asked.
+        self.neutral: bool | None = None
+
+    def names_no_claim(self) -> bool:
+        """Whether the result's reasons read the same for any claims of the signature:
+        none of their texts contains a key of the claims it was computed for. (The text
+        is a function of the signature, the node's state and the claims' keys; a key
+        never written into it cannot change it.) Rendered and decided once."""
+        if self.neutral is None:
+            owner = self.owner
+            self.neutral = owner is not None and not any(
+                k in r.message for r in self.result.reasons for k in owner)
+        return self.neutral
+
+
+class _Failure(NamedTuple):
+    """A signature's last outcome in which no node fit: the rejected nodes' results (the
+    very objects), and the reasons and FitError message rendered from them."""
+
+    results: tuple[NodeResult, ...]
+    reasons: list[Reason]
+    message: str
 
 
 #: A device's verdict for a one-device pod (see :class:`_Kept`).
@@ -88,7 +124,7 @@ class _Kept:
     drop its devices' verdicts, and a device reached from several nodes is judged
     once)."""
 
-    __slots__ = ("by_content", "devices", "joins", "nodes", "versions")
+    __slots__ = ("by_content", "devices", "failure", "joins", "nodes", "versions")
 
     def __init__(self, nodes: int, devices: int) -> None:
         # By node position: the node's result at a generation (for a one-device pod, a
@@ -102,6 +138,8 @@ class _Kept:
         # Verdicts by device content and state content (see VerdictCache.content_key),
         # with the result when it joins a lock.
         self.by_content: dict[tuple[int, object], tuple[int, NodeResult | None]] = {}
+        # The last outcome where no node fit (see CycleVerdicts.finish).
+        self.failure: _Failure | None = None
 
 
 class VerdictCache:
@@ -239,9 +277,11 @@ class VerdictCache:
         return hit[1]
 
     def for_cycle(self, cyc: CycleState, snap: Snapshot, state: AllocatedState,
-                  scoring: str) -> CycleVerdicts | None:
+                  scoring: str, *, whole: bool = False) -> CycleVerdicts | None:
         """The cycle's node filter with kept verdicts, or None when they must not be
-        used for this pod (see the module's docstring)."""
+        used for this pod (see the module's docstring). ``whole``: a changed node is
+        filtered whole, never device by device (the indexes found nothing: the pod
+        will need every node's reasons)."""
         if state is not self.cache.state or cyc.allocated or cyc.hooks is not None:
             return None
         if placement_state(self.cache, cyc) is not None:
@@ -255,22 +295,30 @@ class VerdictCache:
                 self._kept.popitem(last=False)
         else:
             self._kept.move_to_end(sig)
-        return CycleVerdicts(self, cyc, snap, state, scoring, kept)
+        return CycleVerdicts(self, cyc, snap, state, scoring, kept, whole)
 
 
 class CycleVerdicts:
     """Filter for one cycle, node by node, through the kept verdicts."""
 
     def __init__(self, verdicts: VerdictCache, cyc: CycleState, snap: Snapshot,
-                 state: AllocatedState, scoring: str, kept: _Kept) -> None:
+                 state: AllocatedState, scoring: str, kept: _Kept, whole: bool = False) -> None:
         self.verdicts = verdicts
         self.cyc, self.snap, self.state, self.scoring = cyc, snap, state, scoring
         self.kept = kept
+        self.whole = whole
         self.owner = tuple(c.key for c in cyc.to_allocate)
         # Results not computed for this cycle's claims (or not for all the node's
         # devices), by node: the chosen one is filtered again, and the rejected ones
-        # when the pod fails.
+        # when the pod fails, unless their reasons name no claim.
         self.borrowed: dict[str, NodeResult] = {}
+
+    def _filter(self, node: str) -> tuple[NodeResult, tuple[int, int]]:
+        """:func:`filter_node` for this cycle's claims, and what it added to the counters."""
+        c = self.cyc.counters
+        conflicts, no_keys = c.lock_conflicts, c.no_keys
+        res = filter_node(self.verdicts.cache, self.cyc, node, self.snap, self.state, self.scoring)
+        return res, (c.lock_conflicts - conflicts, c.no_keys - no_keys)
 
     def __call__(self, node: str) -> NodeResult:
         """The node's kept result while its generation holds (nothing it reaches
@@ -284,26 +332,28 @@ class CycleVerdicts:
             if e.owner != self.owner:
                 self.borrowed[node] = e.result
             return e.result
-        if self.cyc.single is not None:
-            res = self._by_device(node, p)
+        if self.cyc.single is not None and not self.whole:
+            res, counts = self._by_device(node, p)
             # A result the device verdicts stand for belongs to no claim; the node
             # filters' rejection was computed for this cycle's.
-            owner = () if self.borrowed.get(node) is res else self.owner
+            owner = None if self.borrowed.get(node) is res else self.owner
         else:
             v.computed += 1
-            res = filter_node(v.cache, self.cyc, node, self.snap, self.state, self.scoring)
+            res, counts = self._filter(node)
             owner = self.owner
-        self.kept.nodes[p] = _Entry(gen, res, owner)
+        self.kept.nodes[p] = _Entry(gen, res, owner, counts)
         return res
 
-    def _by_device(self, node: str, p: int) -> NodeResult:
+    def _by_device(self, node: str, p: int) -> tuple[NodeResult, tuple[int, int]]:
         """A one-device pod whose node (at position ``p``) changed: the node filters, then the node's
         devices in the order the allocator tries them, each judged by its kept verdict
         while the device is unchanged; the first viable one decides, as in the
-        allocator."""
+        allocator. With the result, the counts of a whole node's result (the node
+        filters' rejection), else none."""
         v, cyc, snap, state, kept = self.verdicts, self.cyc, self.snap, self.state, self.kept
         if node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is not None:
-            return filter_node(v.cache, cyc, node, snap, state, self.scoring)  # no claim in it
+            v.computed += 1
+            return self._filter(node)  # no claim in it
         devs: Sequence[DeviceInfo] = snap.by_node.get(node, ())
         if self.scoring == AFFINITY:
             assert cyc.single is not None
@@ -339,37 +389,40 @@ class CycleVerdicts:
                 continue
             found = NodeResult(node, True, kept.joins[o].shares) if verdict == JOINS_LOCK else v.fits[p]
             self.borrowed[node] = found
-            return found
+            return found, (0, 0)
         res = v.fails[p]
         self.borrowed[node] = res
-        return res
+        return res, (0, 0)
 
     def _fresh(self, node: str) -> NodeResult:
         self.verdicts.computed += 1
-        res = filter_node(self.verdicts.cache, self.cyc, node, self.snap, self.state, self.scoring)
+        res, counts = self._filter(node)
         p = self.verdicts._pos[node]
-        self.kept.nodes[p] = _Entry(self.verdicts.generations[p], res, self.owner)
+        self.kept.nodes[p] = _Entry(self.verdicts.generations[p], res, self.owner, counts)
         return res
 
     def _own(self, node: str) -> NodeResult:
         """The node's whole result for this cycle's claims: kept when it was computed for
-        them at the node's current generation (the same pod tried again), else fresh."""
+        them at the node's current generation (the same pod tried again), or for other
+        claims of the signature with reasons that name none of them (they read the same
+        for these); else fresh."""
         v = self.verdicts
         p = v._pos[node]
         e = self.kept.nodes[p]
-        if e is not None and e.generation == v.generations[p] and e.owner == self.owner:
-            v.reused += 1
-            return e.result
+        if e is not None and e.generation == v.generations[p]:
+            if e.owner == self.owner:
+                v.reused += 1
+                return e.result
+            if e.names_no_claim():
+                return e.result  # (counted reused in the scan already)
         return self._fresh(node)
 
     def finish(self) -> bool:
         """Make the scan's outcome the cycle's own: the chosen node's result for these
-        claims, or (when the pod fails) every rejected node's reasons for them. False
-        when a fresh result disagrees with a kept verdict (one was stale: the caller
-        scans again without them)."""
+        claims, or (when the pod fails) every rejected node's reasons for them, and the
+        FitError message. False when a fresh result disagrees with a kept verdict (one
+        was stale: the caller scans again without them)."""
         cyc = self.cyc
-        if not self.borrowed:
-            return True
         if cyc.chosen is not None:
             if self.borrowed.get(cyc.chosen.node) is cyc.chosen:
                 fresh = self._fresh(cyc.chosen.node)
@@ -377,12 +430,36 @@ class CycleVerdicts:
                     return self._stale()
                 cyc.chosen = fresh
             return True
-        rejected = [self._own(r.node) if self.borrowed.get(r.node) is r else r
-                    for r in cyc.rejected]
-        if any(r.ok for r in rejected):
-            return self._stale()
-        cyc.rejected = rejected
+        if self.borrowed:
+            rejected = [self._own(r.node) if self.borrowed.get(r.node) is r else r
+                        for r in cyc.rejected]
+            if any(r.ok for r in rejected):
+                return self._stale()
+            cyc.rejected = rejected
+        self._failed()
         return True
+
+    def _failed(self) -> None:
+        """No node fits: the reasons and FitError message, rendered again only when a
+        rejected node's result is not the very one of the signature's last failure
+        (a node changed, or reasons that name the claims of another pod)."""
+        cyc, kept, v = self.cyc, self.kept, self.verdicts
+        # Counted as a scan without kept verdicts counts them: every node filtered once
+        # (each rejected node's entry is its whole result for these claims, or one whose
+        # reasons read the same, with what computing it counted).
+        entries = [kept.nodes[v._pos[r.node]] for r in cyc.rejected]
+        cyc.counters.lock_conflicts = sum(e.counts[0] for e in entries if e is not None)
+        cyc.counters.no_keys = sum(e.counts[1] for e in entries if e is not None)
+        if cyc.node_reasons:
+            return
+        last = kept.failure
+        rejected = cyc.rejected
+        if last is None or len(last.results) != len(rejected) or \
+                not all(map(operator.is_, last.results, rejected)):
+            why = cyc.reasons()
+            last = kept.failure = _Failure(tuple(rejected), why,
+                                           fit_error_message(len(self.snap.nodes), why))
+        cyc.failure = (len(self.snap.nodes), last.reasons, last.message)
 
     def _stale(self) -> bool:
         self.verdicts.stale += 1
