@@ -1,11 +1,13 @@
 """What a retry of a pod that never fits costs, in process (the unschedulable soak's flush).
 
 Builds the bench workload's cluster (N nodes x D NICs x S slots, sharingAffinity
-published), fills every slot with one-slot pods (two pods of one subnet per NIC),
-then creates P pods that can never fit, of four claim signatures in turn:
+published), fills every slot with one-slot pods (a subnet of its own for each NIC;
+``--taken T``: T slots of each NIC), then creates P pods that can never fit, of four
+claim signatures in turn:
 
 * ``too-big``: one NIC with S+1 slots (the soak's pod: more than any NIC has);
-* ``new-subnet``: one slot of a subnet no NIC is locked to (every NIC is full);
+* ``new-subnet``: one slot of a subnet no NIC is locked to (every NIC is full, or
+  locked to another subnet);
 * ``two-nics``: two NICs of one slot each (not a one-device pod);
 * ``selector``: one slot on a node with a label no node has (NodeAffinity rejects).
 
@@ -13,10 +15,11 @@ Each pod has its own claim, as a ResourceClaimTemplate gives it. Every pod is tr
 once (the first attempts; the first pod of each signature finds nothing kept and is
 reported apart), then every pod again, twice (the retries a flush makes: nothing
 changed in between). Reported per round: the process's CPU time
-(``time.process_time``) per attempt, and the verdict cache's counters over the round.
+(``time.process_time``) per attempt, in all and by signature, and the verdict cache's
+counters over the round.
 Every attempt's message is checked to equal the pod's first one.
 
-    python benchmarks/retry_cost.py [--nodes 200] [--devices 8] [--slots 2] [--pods 1000]
+    python benchmarks/retry_cost.py [--nodes 200] [--devices 8] [--slots 2] [--pods 1000] [--taken T]
 """
 
 from __future__ import annotations
@@ -63,13 +66,15 @@ def never_fitting(name: str, kind: str, slots: int) -> tuple[ResourceClaim, Pod]
     return claim, pod
 
 
-def run(nodes: int, devices: int, slots: int, pods: int, rounds: int) -> dict[str, Any]:
+def run(nodes: int, devices: int, slots: int, pods: int, rounds: int,
+        taken: int | None = None) -> dict[str, Any]:
     spec = WorkloadSpec(nodes=nodes, devices_per_node=devices, slots=slots)
     cluster = build_cluster(spec)
     sched = Scheduler(cluster, Features(), recorder=CountingRecorder())
     sched.start()
-    for i in range(spec.total_slots):
-        claim, pod = pod_objects(f"fill-{i}", (i // slots) % spec.values)
+    taken = slots if taken is None else taken
+    for i in range(nodes * devices * taken):
+        claim, pod = pod_objects(f"fill-{i}", i // taken)  # a subnet of its own per NIC
         cluster.apply(claim, owned=True)
         cluster.apply(pod, owned=True)
         assert sched.schedule(f"default/fill-{i}").result is Result.SCHEDULED
@@ -100,11 +105,14 @@ def run(nodes: int, devices: int, slots: int, pods: int, rounds: int) -> dict[st
         for k, a in zip(keys, attempts, strict=True):
             assert a.result is Result.UNSCHEDULABLE, (k, a.message)
             assert first.setdefault(k, a.message) == a.message, k
+        by_signature = {sig: round(1000 * sum(times[j::len(SIGNATURES)]) / len(times[j::len(SIGNATURES)]), 3)
+                        for j, sig in enumerate(SIGNATURES)}
         row: dict[str, Any] = {"round": "first attempts" if r == 0 else f"retry {r}",
                                "msPerAttempt": round(1000 * cpu / len(keys), 3),
+                               "msBySignature": by_signature,
                                "verdictsReused": v.reused - reused, "verdictsComputed": v.computed - computed}
         out.append(row)
-    return {"nodes": nodes, "devicesPerNode": devices, "slots": slots, "pods": pods,
+    return {"nodes": nodes, "devicesPerNode": devices, "slots": slots, "slotsTaken": taken, "pods": pods,
             "signatures": list(SIGNATURES), "rounds": out,
             "retryOverColdFirst": round(out[-1]["msPerAttempt"] / out[0]["msPerAttempt"], 4)}
 
@@ -116,8 +124,12 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=2, help="retries of every pod after its first attempt")
+    ap.add_argument("--taken", type=int, default=None,
+                    help="slots taken on each NIC before the pods come (default: all); with room "
+                         "left, a new subnet meets AffinityLockMismatch, whose text names the claim")
     args = ap.parse_args()
-    print(json.dumps(run(args.nodes, args.devices, args.slots, args.pods, args.rounds), indent=2))
+    print(json.dumps(run(args.nodes, args.devices, args.slots, args.pods, args.rounds, args.taken),
+                     indent=2))
 
 
 if __name__ == "__main__":

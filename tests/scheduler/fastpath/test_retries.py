@@ -139,20 +139,24 @@ def test_reasons_that_name_the_claim_are_the_pods_own(paths: FastPaths, cpu: str
     w.allocated("x00", 0, 1)  # node-0's NIC locked to subnet 1, a slot left
     for s in range(2):
         w.allocated(f"x1{s}", 1, 1)  # node-1's NIC full
-    a, b = w.pending("a"), w.pending("b")
+    a, b, c = w.pending("a"), w.pending("b"), w.pending("c")
     first = w.sched.schedule(a)
     assert "AffinityLockMismatch" in first.message and "claim default/a-nic" in first.message
     computed = w.verdicts.computed
     assert outcome(w.sched.schedule(a)) == outcome(first)
     assert w.verdicts.computed == computed
-    # b's lock mismatch on node-0 names its claim: filtered for it; node-1's is shared.
+    # b's lock mismatch on node-0 names its claim: node-0 is filtered once more, for
+    # claims under placeholder keys, and each pod's text made from that; node-1's
+    # InsufficientCapacity names none and is shared as it is.
     other = w.sched.schedule(b)
     assert w.verdicts.computed == computed + 1
     assert "claim default/b-nic" in other.message and "default/a-nic" not in other.message
     assert outcome(other) == w.reference(b)
     assert outcome(w.sched.schedule(b)) == outcome(other)
-    assert w.verdicts.computed == computed + 1
+    third = w.sched.schedule(c)
+    assert "claim default/c-nic" in third.message and outcome(third) == w.reference(c)
     assert outcome(w.sched.schedule(a)) == outcome(first) == w.reference(a)
+    assert w.verdicts.computed == computed + 1
 
 
 def _taint_node_0(w: World) -> None:
@@ -277,3 +281,29 @@ def test_retries_count_lock_conflicts_as_the_reference_does(paths: FastPaths, cp
     fast, slow = run(paths), run(FastPaths.none())
     assert fast == slow
     assert [n for _, n, _ in slow] == [1, 2, 3, 4, 5], "one conflict an attempt (node-0's NIC)"
+
+
+@pytest.mark.parametrize(("paths", "cpu"), PATHS, ids=PATH_IDS)
+def test_a_pod_of_two_claims_gets_each_key_in_its_place(paths: FastPaths, cpu: str | None) -> None:
+    w = World(paths, cpu)
+    w.allocated("x00", 0, 1)  # node-0's NIC locked to subnet 1, a slot left
+    for s in range(2):
+        w.allocated(f"x1{s}", 1, 1)
+
+    def two(name: str) -> str:
+        first, pod = pod_objects(name, 0)
+        second, _ = pod_objects(f"{name}-2", 0)
+        ref = pod.spec.resource_claims[0]
+        refs = [ref, ref.model_copy(update={"name": "nic-2", "resource_claim_name": second.metadata.name})]
+        pod = pod.model_copy(update={"spec": pod.spec.model_copy(update={"resource_claims": refs})})
+        for obj in (first, second, pod):
+            assert w.cluster.apply(obj).applied
+        return f"default/{name}"
+
+    keys = [two(n) for n in ("a", "b", "c")]
+    seen = [outcome(w.sched.schedule(k)) for k in keys]
+    computed = w.verdicts.computed
+    assert [outcome(w.sched.schedule(k)) for k in keys] == seen
+    assert w.verdicts.computed == computed
+    assert seen == [w.reference(k) for k in keys]
+    assert "claim default/c-nic" in seen[2][2] and "default/a-nic" not in seen[2][2]

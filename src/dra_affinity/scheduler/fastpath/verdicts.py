@@ -41,7 +41,9 @@ the number of nodes and devices, and :data:`MAX_CONTENTS` verdicts by content.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
+import uuid
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -49,7 +51,8 @@ from typing import NamedTuple
 
 from dra_affinity.api.resource import DeviceClass
 from dra_affinity.structured.affinity import CLEAN, pool_gate
-from dra_affinity.structured.model import DeviceInfo, NodeResult, Reason
+from dra_affinity.structured.allocator import Counters
+from dra_affinity.structured.model import Abort, DeviceInfo, NodeResult, Reason
 from dra_affinity.structured.snapshot import Snapshot
 from dra_affinity.structured.state import AllocatedState
 
@@ -104,6 +107,16 @@ class _Entry:
         return self.neutral
 
 
+class _Template(NamedTuple):
+    """A node's rejection computed for placeholder claim keys (see
+    :meth:`CycleVerdicts._templated`), at a node generation, with what computing it
+    counted; ``result`` None when the text cannot be made so."""
+
+    generation: int
+    result: NodeResult | None
+    counts: tuple[int, int]
+
+
 class _Failure(NamedTuple):
     """A signature's last outcome in which no node fit: the rejected nodes' results (the
     very objects), and the reasons and FitError message rendered from them."""
@@ -124,7 +137,7 @@ class _Kept:
     drop its devices' verdicts, and a device reached from several nodes is judged
     once)."""
 
-    __slots__ = ("by_content", "devices", "failure", "joins", "nodes", "versions")
+    __slots__ = ("by_content", "devices", "failure", "joins", "nodes", "templates", "versions")
 
     def __init__(self, nodes: int, devices: int) -> None:
         # By node position: the node's result at a generation (for a one-device pod, a
@@ -140,6 +153,10 @@ class _Kept:
         self.by_content: dict[tuple[int, object], tuple[int, NodeResult | None]] = {}
         # The last outcome where no node fit (see CycleVerdicts.finish).
         self.failure: _Failure | None = None
+        # By node position: a rejection whose reasons name the claims, computed with
+        # placeholders for their keys (see CycleVerdicts._templated), at a generation;
+        # None as the result: the text depends on the claims otherwise.
+        self.templates: list[_Template | None] = [None] * nodes
 
 
 class VerdictCache:
@@ -169,6 +186,13 @@ class VerdictCache:
         self.reused = 0
         self.computed = 0
         self.stale = 0
+        # Stand-ins for the keys of a pod's claims in a rejection's text (by the claim's
+        # position): NUL-delimited around a random nonce, so no published text holds one.
+        self._nonce = uuid.uuid4().hex
+
+    def placeholder(self, i: int) -> str:
+        """What stands for the key of the pod's ``i``-th claim in a templated text."""
+        return f"\x00{self._nonce}:{i}\x00"
 
     @property
     def signatures(self) -> int:
@@ -409,13 +433,74 @@ class CycleVerdicts:
         v = self.verdicts
         p = v._pos[node]
         e = self.kept.nodes[p]
-        if e is not None and e.generation == v.generations[p]:
+        gen = v.generations[p]
+        if e is not None and e.generation == gen:
             if e.owner == self.owner:
                 v.reused += 1
                 return e.result
             if e.names_no_claim():
                 return e.result  # (counted reused in the scan already)
+            if e.owner is not None:
+                # Reasons that name the other pod's claims: this pod's own text, from
+                # the node's template (made once per node generation).
+                own = self._templated(node, p, gen)
+                if own is not None:
+                    return own
         return self._fresh(node)
+
+    def _templated(self, node: str, p: int, gen: int) -> NodeResult | None:
+        """The node's rejection for this pod, made from the signature's template of it:
+        the node filtered for claims whose keys are placeholders (the same claims
+        otherwise), each placeholder then replaced by this pod's key. Sound when the
+        template names no real claim key (a key never written into a text cannot change
+        it; the placeholders stand where the keys were written); None when it does (an
+        extraction's message names the claim's configs), or when the template fits (it
+        cannot, for the same signature and node: the caller filters afresh)."""
+        v, kept = self.verdicts, self.kept
+        t = kept.templates[p]
+        if t is None or t.generation != gen:
+            t = kept.templates[p] = self._template(node, gen)
+        if t.result is None:
+            return None
+        swap = [(v.placeholder(i), key) for i, key in enumerate(self.owner)]
+        reasons = []
+        for r in t.result.reasons:
+            text = r.message
+            if "\x00" in text:
+                for stand_in, key in swap:
+                    text = text.replace(stand_in, key)
+                r = Reason(r.code, text, r.node, r.device, r.plugin, r.fit)
+            reasons.append(r)
+        res = NodeResult(node, False, [], reasons, list(t.result.codes))
+        kept.nodes[p] = _Entry(gen, res, self.owner, t.counts)
+        return res
+
+    def _template(self, node: str, gen: int) -> _Template:
+        """Filter the node for this cycle's claims under placeholder keys (a cycle of
+        its own: its extraction memo maps the placeholders to the same claims)."""
+        v, cyc = self.verdicts, self.cyc
+        stand_ins = [v.placeholder(i) for i in range(len(cyc.to_allocate))]
+        memo = cyc.memo
+        claims = dict(memo.claims)
+        for stand_in, spec in zip(stand_ins, cyc.to_allocate, strict=True):
+            claims[stand_in] = memo.claims[spec.key]
+        twin = dataclasses.replace(
+            cyc, to_allocate=[dataclasses.replace(c, key=k) for k, c in zip(stand_ins, cyc.to_allocate,
+                                                                             strict=True)],
+            memo=dataclasses.replace(memo, claims=claims, results={}, evaluations=0),
+            counters=Counters(), chosen=None, node_reasons=[], rejected=[], failure=None)
+        v.computed += 1
+        try:
+            res = filter_node(v.cache, twin, node, self.snap, self.state, self.scoring)
+        except Abort:
+            return _Template(gen, None, (0, 0))
+        finally:
+            memo.evaluations += twin.memo.evaluations
+        counts = (twin.counters.lock_conflicts, twin.counters.no_keys)
+        owner = self.owner
+        if res.ok or any(k in r.message for r in res.reasons for k in owner):
+            return _Template(gen, None, counts)
+        return _Template(gen, res, counts)
 
     def finish(self) -> bool:
         """Make the scan's outcome the cycle's own: the chosen node's result for these
