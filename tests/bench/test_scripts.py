@@ -32,3 +32,12 @@ def test_http_answer_compares_both_readers_on_the_same_answers() -> None:
     out = script("http_answer.py", "--answers", "200")
     assert out["answers"] == 200 and out["bodyBytes"] > 1000
     assert out["httpClientMicroseconds"] > 0 and out["readAnswerMicroseconds"] > 0  # type: ignore[operator]
+
+
+def test_retry_cost_retries_filter_nothing_again() -> None:
+    """The script checks every retry's message against the pod's first (it fails
+    otherwise); nothing changed, so a retry computes no verdict."""
+    out = script("retry_cost.py", "--nodes", "4", "--devices", "2", "--pods", "8", "--rounds", "1")
+    rounds = out["rounds"]
+    assert isinstance(rounds, list) and [r["round"] for r in rounds][-1] == "retry 1"
+    assert rounds[-1]["verdictsComputed"] == 0 and rounds[-1]["verdictsReused"] > 0
