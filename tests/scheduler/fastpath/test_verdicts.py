@@ -431,3 +431,41 @@ def test_without_kept_verdicts_the_series_are_there_at_zero() -> None:
     _, sched = run(FastPaths.none(), "firstfit", 1, steps=20)
     assert sched.verdicts is None
     assert set(_verdict_series(sched).values()) == {("counter", 0), ("gauge", 0)}
+
+
+# ---------------------------------------------------------------- node filters per placement
+def test_pods_that_differ_only_in_their_claims_share_the_node_filters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One template per subnet gives one signature per subnet; the node filters read
+    none of the claims, so a node unchanged since any of them was judged is not judged
+    again."""
+    import dra_affinity.scheduler.fastpath.verdicts as verdicts
+
+    judged: list[str] = []
+    real = verdicts.node_rejection
+
+    def spy(cache: Any, cyc: Any, node: str, labels: Any) -> Any:
+        judged.append(node)
+        return real(cache, cyc, node, labels)
+
+    monkeypatch.setattr(verdicts, "node_rejection", spy)
+    w = World()
+    assert w.schedule("a", value=0) == node_name(0)
+    assert sorted(judged) == [node_name(0), node_name(1)]
+    judged.clear()
+    assert w.schedule("b", value=1) is not None  # another subnet: its own signature
+    assert judged == [node_name(0)], "only the node a landed on is judged again"
+    judged.clear()
+    assert w.schedule("c", value=1, cpu="2") is not None  # another placement: its own
+    assert sorted(judged) == [node_name(0), node_name(1)]
+    assert w.verdicts.stale == 0
+
+
+def test_a_node_filled_by_a_pod_of_other_claims_is_judged_again() -> None:
+    """The node filters' pass is kept per node generation: a pod of another subnet that
+    took node-0's CPU makes node-0 fail for the next one."""
+    w = World(cpu="1")
+    assert w.schedule("a", value=0, cpu="1") == node_name(0)
+    assert w.schedule("b", value=1, cpu="1") == node_name(1)  # node-0: Insufficient cpu
+    assert w.schedule("c", value=0, cpu="1") is None
+    assert w.verdicts.stale == 0

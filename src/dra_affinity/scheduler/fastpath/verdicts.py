@@ -35,6 +35,11 @@ What a verdict cannot be reused for:
   nodes whose kept result belongs to other claims are filtered again for their
   reasons, in the same cycle, against the same state.
 
+The node filters beside DRA (taints, node affinity, ports, resources) read only the
+pod's placement part of the signature, not its claims: for a one-device pod their
+pass or fail is kept per placement and node generation (:class:`_NodePasses`), so
+pods that differ only in their claims (one template per subnet, say) share it.
+
 Memory is bounded by :data:`MAX_SIGNATURES` (least recently used first out) times
 the number of nodes and devices, and :data:`MAX_CONTENTS` verdicts by content.
 """
@@ -159,6 +164,17 @@ class _Kept:
         self.templates: list[_Template | None] = [None] * nodes
 
 
+class _NodePasses:
+    """Whether the node filters pass each node, for one placement signature: by node
+    position, the generation it was judged at (-1: never) and the answer."""
+
+    __slots__ = ("generations", "passed")
+
+    def __init__(self, nodes: int) -> None:
+        self.generations = array("q", [-1]) * nodes
+        self.passed = bytearray(nodes)
+
+
 class VerdictCache:
     """Kept Filter verdicts of the current snapshot, state and node usage."""
 
@@ -176,6 +192,7 @@ class VerdictCache:
         self.fails: list[NodeResult] = []
         self._seen = 0  # the state's change log read up to here
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._passes: OrderedDict[str, _NodePasses] = OrderedDict()  # by placement signature
         # Device id -> the number of its content class; content -> number (this snapshot).
         self._device_class: dict[str, int] = {}
         self._classes: dict[tuple[object, ...], int] = {}
@@ -235,6 +252,7 @@ class VerdictCache:
         self.fits = [NodeResult(n, True) for n in snap.nodes]
         self.fails = [NodeResult(n, False) for n in snap.nodes]
         self._kept.clear()
+        self._passes.clear()
         self._class_json.clear()
         self._device_class.clear()
         self._classes.clear()
@@ -276,10 +294,17 @@ class VerdictCache:
         return c, (st, u.exclusive, tuple(sorted(u.consumed.items())))
 
     # ------------------------------------------------------------------ per cycle
-    def signature(self, cyc: CycleState) -> str:
-        """What decides the pod's verdict on a node, beside the node's own state."""
+    @staticmethod
+    def placement_signature(cyc: CycleState) -> str:
+        """What decides the node filters' verdict on a node (tolerations, node affinity,
+        requests, host ports), beside the node's own state."""
         p = cyc.placement
-        parts = [p.signature(), repr(sorted(p.requests.items())), repr(p.terms.ports)]
+        return "\x00".join([p.signature(), repr(sorted(p.requests.items())), repr(p.terms.ports)])
+
+    def signature(self, cyc: CycleState, placement: str | None = None) -> str:
+        """What decides the pod's verdict on a node, beside the node's own state: its
+        placement signature (``placement``, when already made) and its claims."""
+        parts = [self.placement_signature(cyc) if placement is None else placement]
         classes = self.cache.view.classes()
         named: dict[str, None] = {}
         for c in cyc.claims:
@@ -311,7 +336,8 @@ class VerdictCache:
         if placement_state(self.cache, cyc) is not None:
             return None
         self._sync(snap, state)
-        sig = self.signature(cyc)
+        place = self.placement_signature(cyc)
+        sig = self.signature(cyc, place)
         kept = self._kept.get(sig)
         if kept is None:
             kept = self._kept[sig] = _Kept(len(snap.nodes), self._devices if cyc.single else 0)
@@ -319,17 +345,26 @@ class VerdictCache:
                 self._kept.popitem(last=False)
         else:
             self._kept.move_to_end(sig)
-        return CycleVerdicts(self, cyc, snap, state, scoring, kept, whole)
+        passes = self._passes.get(place)
+        if passes is None:
+            passes = self._passes[place] = _NodePasses(len(snap.nodes))
+            if len(self._passes) > MAX_SIGNATURES:
+                self._passes.popitem(last=False)
+        else:
+            self._passes.move_to_end(place)
+        return CycleVerdicts(self, cyc, snap, state, scoring, kept, whole, passes)
 
 
 class CycleVerdicts:
     """Filter for one cycle, node by node, through the kept verdicts."""
 
     def __init__(self, verdicts: VerdictCache, cyc: CycleState, snap: Snapshot,
-                 state: AllocatedState, scoring: str, kept: _Kept, whole: bool = False) -> None:
+                 state: AllocatedState, scoring: str, kept: _Kept, whole: bool = False,
+                 passes: _NodePasses | None = None) -> None:
         self.verdicts = verdicts
         self.cyc, self.snap, self.state, self.scoring = cyc, snap, state, scoring
         self.kept = kept
+        self.passes = passes if passes is not None else _NodePasses(len(snap.nodes))
         self.whole = whole
         self.owner = tuple(c.key for c in cyc.to_allocate)
         # Results not computed for this cycle's claims (or not for all the node's
@@ -375,7 +410,11 @@ class CycleVerdicts:
         allocator. With the result, the counts of a whole node's result (the node
         filters' rejection), else none."""
         v, cyc, snap, state, kept = self.verdicts, self.cyc, self.snap, self.state, self.kept
-        if node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is not None:
+        passes, gen = self.passes, v.generations[p]
+        if passes.generations[p] != gen:
+            passes.passed[p] = node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is None
+            passes.generations[p] = gen
+        if not passes.passed[p]:
             v.computed += 1
             return self._filter(node)  # no claim in it
         devs: Sequence[DeviceInfo] = snap.by_node.get(node, ())
