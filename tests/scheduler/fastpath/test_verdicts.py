@@ -469,3 +469,17 @@ def test_a_node_filled_by_a_pod_of_other_claims_is_judged_again() -> None:
     assert w.schedule("b", value=1, cpu="1") == node_name(1)  # node-0: Insufficient cpu
     assert w.schedule("c", value=0, cpu="1") is None
     assert w.verdicts.stale == 0
+
+
+def test_content_numbers_dropped_when_full_take_what_was_kept_under_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device contents are numbered once per device version; when the numbers run out
+    they start over, and verdicts kept under the old numbers must not answer for new
+    contents: the choices stay the reference's."""
+    import dra_affinity.scheduler.fastpath.verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "MAX_CONTENT_IDS", 3)
+    slow, _ = run(FastPaths.none(), "affinity", 2, steps=120)
+    fast, sched = run(VERDICTS_ONLY, "affinity", 2, steps=120)
+    assert fast == slow
+    assert sched.verdicts is not None and sched.verdicts.stale == 0

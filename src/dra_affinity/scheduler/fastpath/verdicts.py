@@ -41,7 +41,8 @@ pass or fail is kept per placement and node generation (:class:`_NodePasses`), s
 pods that differ only in their claims (one template per subnet, say) share it.
 
 Memory is bounded by :data:`MAX_SIGNATURES` (least recently used first out) times
-the number of nodes and devices, and :data:`MAX_CONTENTS` verdicts by content.
+the number of nodes and devices, :data:`MAX_CONTENTS` verdicts by content, and
+:data:`MAX_CONTENT_IDS` numbered contents.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ from ..nodefit import BoundPod, NodeUsage
 MAX_SIGNATURES = 128
 #: Verdicts by device and state content kept per signature (all dropped when full).
 MAX_CONTENTS = 4096
+#: Distinct device contents numbered at once (all numbers, and what was kept under them,
+#: dropped when full).
+MAX_CONTENT_IDS = 4 * MAX_CONTENTS
 
 
 class _Entry:
@@ -153,9 +157,9 @@ class _Kept:
         self.versions = array("q", [-1]) * devices
         # The share of each device that JOINS_LOCK (the affinity device score reads it).
         self.joins: dict[int, NodeResult] = {}
-        # Verdicts by device content and state content (see VerdictCache.content_key),
+        # Verdicts by the number of the device's content (see VerdictCache.content_id),
         # with the result when it joins a lock.
-        self.by_content: dict[tuple[int, object], tuple[int, NodeResult | None]] = {}
+        self.by_content: dict[int, tuple[int, NodeResult | None]] = {}
         # The last outcome where no node fit (see CycleVerdicts.finish).
         self.failure: _Failure | None = None
         # By node position: a rejection whose reasons name the claims, computed with
@@ -193,6 +197,9 @@ class VerdictCache:
         self._seen = 0  # the state's change log read up to here
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._passes: OrderedDict[str, _NodePasses] = OrderedDict()  # by placement signature
+        # Content keys by number, and each device's number at a version (content_id).
+        self._content_ids: dict[tuple[int, object], int] = {}
+        self._content_at: dict[str, tuple[int, int]] = {}
         # Device id -> the number of its content class; content -> number (this snapshot).
         self._device_class: dict[str, int] = {}
         self._classes: dict[tuple[object, ...], int] = {}
@@ -253,6 +260,8 @@ class VerdictCache:
         self.fails = [NodeResult(n, False) for n in snap.nodes]
         self._kept.clear()
         self._passes.clear()
+        self._content_ids.clear()
+        self._content_at.clear()
         self._class_json.clear()
         self._device_class.clear()
         self._classes.clear()
@@ -274,6 +283,24 @@ class VerdictCache:
         p = self._pos.get(node)
         if p is not None:
             self.generations[p] += 1
+
+    def content_id(self, d: DeviceInfo, state: AllocatedState, version: int) -> int:
+        """The number of :meth:`content_key` for device ``d`` at its ``version``: worked
+        out once per device version, however many signatures look (with 64 subnets, a
+        device a pod landed on is looked at by every one)."""
+        seen = self._content_at.get(d.id)
+        if seen is not None and seen[0] == version:
+            return seen[1]
+        if len(self._content_ids) >= MAX_CONTENT_IDS:
+            # Numbers are about to be reused: what was kept under them goes too.
+            self._content_ids.clear()
+            self._content_at.clear()
+            for kept in self._kept.values():
+                kept.by_content.clear()
+        key = self.content_key(d, state)
+        n = self._content_ids.setdefault(key, len(self._content_ids))
+        self._content_at[d.id] = (version, n)
+        return n
 
     def content_key(self, d: DeviceInfo, state: AllocatedState) -> tuple[int, object]:
         """What the allocator reads of a device for a one-device request, as content:
@@ -429,7 +456,7 @@ class CycleVerdicts:
                 v.reused += 1
                 verdict = kept.devices[o]
             else:
-                key = v.content_key(d, state)
+                key = v.content_id(d, state, version)
                 hit = kept.by_content.get(key)
                 if hit is None:
                     v.computed += 1
