@@ -6,6 +6,9 @@ patched five times, a claim's finalizer then its status) and grow without bound;
 a change for an object that already waits *replaces* the waiting one in place (the
 object keeps its place in line, with its latest version), so the queue holds at most
 one entry per object of the cluster plus a list and a "synced" marker per kind.
+A change taken out carries its object's store key and content digest
+(:attr:`Change.key`, :attr:`Change.digest`), computed here in the reflector's thread,
+so that the loop thread, which applies every change, does not.
 
 * ADDED or MODIFIED after anything: the newest object, as MODIFIED unless the waiting
   one was ADDED (the loop upserts both alike).
@@ -23,7 +26,7 @@ import queue
 import threading
 from collections import OrderedDict
 
-from .convert import object_key
+from .convert import content_digest, object_key
 from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change
 
 __all__ = ["ChangeFIFO"]
@@ -44,6 +47,10 @@ class ChangeFIFO:
         return len(self._items)
 
     def put(self, ch: Change) -> None:
+        if ch.object is not None and ch.type in (ADDED, MODIFIED, DELETED):
+            # In the reflector's thread, before the lock: what the loop would compute.
+            ch = Change(ch.kind, ch.type, object=ch.object, key=object_key(ch.kind, ch.object),
+                        digest=None if ch.type == DELETED else content_digest(ch.kind, ch.object))
         with self._cond:
             self._put(ch)
             self._cond.notify()
@@ -64,7 +71,7 @@ class ChangeFIFO:
             return
         if ch.object is None:
             return
-        key = (ch.kind, object_key(ch.kind, ch.object))
+        key = (ch.kind, ch.key or object_key(ch.kind, ch.object))
         waiting = items.get(key)
         if waiting is None:
             items[key] = ch
@@ -76,7 +83,7 @@ class ChangeFIFO:
             typ = ADDED
         else:
             typ = MODIFIED
-        items[key] = Change(ch.kind, typ, object=ch.object)
+        items[key] = Change(ch.kind, typ, object=ch.object, key=ch.key, digest=ch.digest)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Change:
         """The oldest waiting change; raises :class:`queue.Empty` when none comes in time."""

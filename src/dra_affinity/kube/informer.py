@@ -35,12 +35,19 @@ ADDED, MODIFIED, DELETED, REPLACE, SYNCED = "ADDED", "MODIFIED", "DELETED", "REP
 
 @dataclass
 class Change:
-    """One item for the loop: a watch event, a full list, or 'this kind is synced'."""
+    """One item for the loop: a watch event, a full list, or 'this kind is synced'.
+
+    ``key`` and ``digest``: the object's store key and
+    :func:`~.convert.content_digest`, when whoever queued the change computed them (the
+    :class:`~.fifo.ChangeFIFO` does, in the reflector's thread); None: the consumer
+    computes what it needs."""
 
     kind: str
     type: str
     object: dict[str, Any] | None = None
     objects: list[dict[str, Any]] = field(default_factory=list)
+    key: str | None = None
+    digest: bytes | None = None
 
 
 class ChangeSink(Protocol):

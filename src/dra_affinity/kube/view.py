@@ -28,7 +28,10 @@ deadline). API errors become the port's :class:`WriteConflict` (a lost race) or
 
 An assume cache holds what this process wrote until the watch echoes it (the
 informer's copy reaches that resourceVersion): the next cycle must see its own
-writes, or it would allocate the same capacity twice.
+writes, or it would allocate the same capacity twice. The echo is not converted
+again, nor is an update whose content digest (:func:`.convert.content_digest`) shows
+that only its resourceVersion moved (then no listener is told) or, for a pod or node,
+only its status (:meth:`KubeView._upsert`).
 
 Writes may be sent from binding threads while the loop thread schedules: the
 caches (and the listeners they call) are touched only under :attr:`KubeView.lock`,
@@ -57,12 +60,20 @@ from dra_affinity.scheduler.view import Listener, WriteConflict, WriteFailed
 
 from . import protowire
 from .api import MERGE_PATCH, RESOURCES, STRATEGIC_MERGE_PATCH, Api, ApiError
-from .convert import ConversionError, SharedParts, object_key, to_model
+from .convert import (
+    ConversionError,
+    SharedParts,
+    content_digest,
+    object_key,
+    to_metadata,
+    to_model,
+)
 from .informer import ADDED, DELETED, MODIFIED, REPLACE, SYNCED, Change, as_informed
 from .leader import fenced
 
 log = logging.getLogger("dra_affinity.kube.view")
 _T = TypeVar("_T")
+_M = TypeVar("_M", bound=TypedObject)
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 WATCHED_KINDS = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
@@ -86,6 +97,9 @@ def rv_int(obj: Mapping[str, Any] | None) -> int:
 
 #: Kinds kept packed at rest (see :class:`_Entry`): every pod and claim of the cluster.
 PACKED: dict[str, type[TypedObject]] = {"Pod": Pod, "ResourceClaim": ResourceClaim}
+#: Kinds whose model keeps ``status`` as the server sent it (a plain mapping): an update
+#: of the status alone is the model with that status, not a conversion.
+STATUS_AS_SENT = frozenset({"Pod", "Node"})
 #: How many packed objects are also kept typed, the most recently used (an attempt
 #: reads its pod and claims several times; a binding reads them again).
 TYPED_RECENT = 64
@@ -104,6 +118,9 @@ class _Entry:
 
     kept: TypedObject | str
     rv: int
+    #: What the informer's object held besides its resourceVersion
+    #: (:func:`~.convert.content_digest`): an update with the same digest changes nothing else.
+    digest: bytes | None = None
 
     @property
     def model(self) -> TypedObject:
@@ -184,9 +201,9 @@ class KubeView:
             return
         if change.object is None:
             return
-        key = object_key(kind, change.object)
+        key = change.key if change.key is not None else object_key(kind, change.object)
         if change.type in (ADDED, MODIFIED):
-            self._upsert(kind, key, change.object)
+            self._upsert(kind, key, change.object, change.digest)
         elif change.type == DELETED:
             self._remove(kind, key)
 
@@ -223,7 +240,8 @@ class KubeView:
         if self.on_problem is not None:
             self.on_problem(kind, key, message)
 
-    def _upsert(self, kind: str, key: str, raw: dict[str, Any]) -> None:
+    def _upsert(self, kind: str, key: str, raw: dict[str, Any],
+                digest: bytes | None = None) -> None:
         cur = self._store[kind].get(key)
         rv = rv_int(raw)
         if cur is not None and rv >= 0 and cur.rv == rv:
@@ -237,15 +255,57 @@ class KubeView:
                 return
             if rv == assumed.rv:
                 echo = self._typed(kind, key, assumed)  # our write's answer: this content
+        if digest is None:
+            digest = content_digest(kind, raw)
+        # What the informer held before, when nothing of ours stands in between.
+        prev = cur.digest if cur is not None and echo is None and assumed is None else None
+        if cur is not None and prev is not None and prev == digest:
+            # Only the resourceVersion moved (what changed is what the informer drops:
+            # managedFields, a bound pod's kubelet status): the stored version moves,
+            # nothing a listener reads changed, so none is told.
+            self._store[kind][key] = self._moved(kind, key, cur, raw, rv)
+            if kind == "ResourceSlice":  # the listers' own lists hold the models
+                self._slices = None
+            elif kind == "DeviceClass":
+                self._classes = None
+            return
         before = self._effective(kind, key)
-        model = echo if echo is not None else self._convert(kind, key, raw)
+        model: TypedObject | None
+        status = raw.get("status")
+        if echo is not None:
+            model = echo
+        elif kind in STATUS_AS_SENT and before is not None and prev is not None \
+                and digest is not None and prev[:16] == digest[:16] and isinstance(status, dict):
+            # Only the status moved, which the model keeps as sent: no conversion.
+            version = (raw.get("metadata") or {}).get("resourceVersion")
+            model = _at_version(before, version).model_copy(update={"status": dict(status)})
+        else:
+            model = self._convert(kind, key, raw)
         if model is None:
             self._store[kind].pop(key, None)
         else:
-            self._store[kind][key] = self._entry(kind, key, model, rv)
+            self._store[kind][key] = self._entry(kind, key, model, rv, digest)
         if assumed is not None and self._caught_up(kind, model, rv, assumed):
             del self._assumed[kind][key]  # the watch caught up with our write
-        self._changed(kind, before, self._effective(kind, key))
+            assumed = None
+        self._changed(kind, before, model if assumed is None else self._effective(kind, key))
+
+    def _moved(self, kind: str, key: str, cur: _Entry, raw: Mapping[str, Any], rv: int) -> _Entry:
+        """``cur`` at the resourceVersion of ``raw``, an object of the same content
+        otherwise: the model's ``metadata.resourceVersion`` moves too (the claim writes
+        send it as their precondition)."""
+        version = (raw.get("metadata") or {}).get("resourceVersion")
+        kept = cur.kept
+        if not isinstance(kept, str):
+            return _Entry(_at_version(kept, version), rv, cur.digest)
+        data = json.loads(kept)
+        data.setdefault("metadata", {})["resourceVersion"] = version
+        moved = _Entry(json.dumps(data, separators=(",", ":"), ensure_ascii=False), rv, cur.digest)
+        with self._recent_lock:
+            hit = self._recent.get((kind, key))
+            if hit is not None and hit[0] is cur:
+                self._recent[(kind, key)] = (moved, _at_version(hit[1], version))
+        return moved
 
     def _remove(self, kind: str, key: str) -> None:
         before = self._effective(kind, key)
@@ -278,12 +338,13 @@ class KubeView:
         e = self._effective_entry(kind, key)
         return self._typed(kind, key, e) if e is not None else None
 
-    def _entry(self, kind: str, key: str, model: TypedObject, rv: int) -> _Entry:
+    def _entry(self, kind: str, key: str, model: TypedObject, rv: int,
+               digest: bytes | None = None) -> _Entry:
         """The store's entry for a model just converted: packed for a pod or claim, which
         is then among the recently used (its listeners and the next cycle read it)."""
         if kind not in PACKED:
-            return _Entry(model, rv)
-        e = _Entry(model.model_dump_json(by_alias=True, exclude_unset=True), rv)
+            return _Entry(model, rv, digest)
+        e = _Entry(model.model_dump_json(by_alias=True, exclude_unset=True), rv, digest)
         self._remember(kind, key, e, model)
         return e
 
@@ -424,11 +485,47 @@ class KubeView:
         """Record our own write (the object as the server answered it) so readers see it
         before the watch does."""
         with self.lock:
-            # As the informer will have it, so that its echo reads the same.
-            model = self._convert(kind, key, as_informed(raw, kind))
+            rv = rv_int(raw)
+            # The view may hold that very version already (the watch was quicker than
+            # the answer): a resourceVersion names one content, so it is not converted.
+            model = self._at_version(kind, key, rv)
+            if model is None:
+                # As the informer will have it, so that its echo reads the same.
+                model = self._convert(kind, key, as_informed(raw, kind))
             if model is not None:
-                self._assume_model(kind, key, model, rv_int(raw))
+                self._assume_model(kind, key, model, rv)
             return model
+
+    def _at_version(self, kind: str, key: str, rv: int) -> TypedObject | None:
+        """The model the view holds of exactly the server's version ``rv``, if any: the
+        informer's, or a claim write's answer (a pod's assumed binding is not the
+        server's content at the version it carries)."""
+        if rv < 0:
+            return None
+        for e in (self._store[kind].get(key),
+                  self._assumed.get(kind, {}).get(key) if kind == "ResourceClaim" else None):
+            if e is not None and e.rv == rv:
+                return self._typed(kind, key, e)
+        return None
+
+    def _assume_metadata(self, key: str, base: ResourceClaim, stored: dict[str, Any]) -> None:
+        """Record a write of a claim's metadata alone (its finalizers) made on ``base``'s
+        resourceVersion: the write was a compare-and-swap on that version, a claim's spec
+        is immutable and an update of the claim leaves its status alone, so the server
+        holds ``base`` with the answer's metadata. Only the metadata is converted (the
+        watch's event of this version is then the write's echo, not converted either)."""
+        rv = rv_int(stored)
+        with self.lock:
+            held = [e.rv for e in (self._store["ResourceClaim"].get(key),
+                                   self._assumed["ResourceClaim"].get(key)) if e is not None]
+            if rv < 0 or any(h >= rv for h in held):
+                return  # the view holds this version or a later one already
+            try:
+                meta = to_metadata("ResourceClaim", as_informed(stored, "ResourceClaim"))
+            except ConversionError:
+                return  # the watch brings it, converted whole
+            self._assume_model("ResourceClaim", key, base.model_copy(update={"metadata": meta}),
+                               rv)
 
     def _assume_model(self, kind: str, key: str, model: TypedObject, rv: int) -> None:
         with self.lock:
@@ -476,6 +573,7 @@ class KubeView:
         want = claim.status.allocation.to_dict() if claim.status.allocation is not None else None
         seen = cached.status.allocation.to_dict() if cached.status.allocation is not None else None
         touched = False  # something of this call's may be stored (the finalizer, say)
+        base: ResourceClaim | None = cached  # the model of what ``raw`` holds
         for attempt in range(MAX_WRITE_ATTEMPTS):
             if attempt:
                 read = self._read("ResourceClaim", claim.name, claim.namespace,
@@ -483,7 +581,8 @@ class KubeView:
                 if read is None:
                     raise WriteConflict(f"claim {key} was deleted")
                 raw = read
-                self._assume("ResourceClaim", key, raw)  # newer than the informer's copy
+                got = self._assume("ResourceClaim", key, raw)  # newer than the informer's copy
+                base = got if isinstance(got, ResourceClaim) else None
             status = raw.get("status") or {}
             cur_alloc = status.get("allocation")
             if allocating and cur_alloc is not None:
@@ -504,6 +603,8 @@ class KubeView:
                 if want is not None and DELETE_PROTECTION not in _finalizers(raw):
                     raw = self._set_finalizers(raw, [*_finalizers(raw), DELETE_PROTECTION])
                     touched = True
+                    if base is not None:
+                        self._assume_metadata(key, base, raw)
                 patch: dict[str, Any] = {"reservedFor": reserved}
                 if allocating:
                     patch["allocation"] = want
@@ -733,6 +834,12 @@ class Typed(Sequence[_T]):
         if obj is None:
             raise IndexError(f"{self._keys[i]} is gone")
         return obj
+
+
+def _at_version(model: _M, version: Any) -> _M:
+    """The model with its ``metadata.resourceVersion`` set to ``version``."""
+    meta = model.metadata.model_copy(update={"resource_version": version})
+    return model.model_copy(update={"metadata": meta})
 
 
 def pod_scheduled(status: Mapping[str, Any]) -> Mapping[str, Any]:
