@@ -41,3 +41,19 @@ def test_retry_cost_retries_filter_nothing_again() -> None:
     rounds = out["rounds"]
     assert isinstance(rounds, list) and [r["round"] for r in rounds][-1] == "retry 1"
     assert rounds[-1]["verdictsComputed"] == 0 and rounds[-1]["verdictsReused"] > 0
+
+
+def test_drain_replay_counts_conversions_per_pod() -> None:
+    """The recorded trace replays on the view: every pod's events applied, and fewer
+    conversions than the watch events and the scheduler's writes (issue 30)."""
+    out = script("drain_replay.py", str(ROOT / "benchmarks" / "drain-trace-150.json.gz"),
+                 "--repeat", "1", "--kubelet", "2")
+    assert out["pods"] == 150
+    rows = out["byKindAndType"]
+    assert isinstance(rows, dict)
+    assert rows["Pod ADDED"]["applied"] == rows["ResourceClaim ADDED"]["applied"] == 150
+    # The kubelet's first update of a bound pod moves only its resourceVersion, the second
+    # its phase: neither is converted once the view holds what the informer delivered.
+    kubelet = rows["Pod MODIFIED (kubelet)"]
+    assert kubelet["applied"] == 300 and kubelet["converted"] < 30 and kubelet["told"] < 180
+    assert out["conversionsPerPod"] < 5 < out["watchChangesPerPod"]  # type: ignore[operator]
