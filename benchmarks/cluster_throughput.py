@@ -16,7 +16,10 @@ threads create them. Variants, each on its own fresh plane with the same workloa
 ``--repeat`` runs the list of variants that many times back to back (run pairs: load
 from elsewhere on the machine falls on neighbours alike).
 
-Per pod the latency is creation request sent -> the pod seen bound by a watch. Output
+Per pod the latency is creation request sent -> the pod seen bound by a watch. A fill
+whose last pods cannot fit (first fit leaves NICs half used, each locked to its subnet)
+ends once no pod was bound for ``--stall`` seconds and every pod left was found
+unschedulable; they are listed as ``stalled``. Output
 (JSON on stdout), per run: pods/s (pods bound / seconds from the first create to the
 last binding), p50/p99 latency, how many were bound; per process (scheduler, API
 server, controller manager, etcd) CPU milliseconds per bound pod over the fill and
@@ -238,6 +241,17 @@ class _Run:
         wait_until(lambda: any(v == 1.0 for _, v in _samples(self.our_metrics(), "dra_affinity_leader")),
                    300, "dra-affinity scheduler to lead and sync")
 
+    def stalled(self, watcher: _Watcher, created: dict[str, float], total: int,
+                progress: float) -> bool:
+        """Every pod is created, none was bound for ``--stall`` seconds, and each one left
+        was found unschedulable: devices locked to other values can strand the last pods
+        of a fill (first fit leaves NICs half used), and waiting for ``--timeout`` would
+        add nothing but idle time."""
+        if len(created) < total or time.monotonic() - progress < self.args.stall:
+            return False
+        left = set(created) - set(watcher.bound)
+        return bool(left) and left <= watcher.unschedulable
+
     def _profile_args(self) -> list[str]:
         folder = self.profile_dir()
         if folder is None:
@@ -328,9 +342,15 @@ class _Run:
                         "writesByResource": writes, "bound": len(watcher.bound)})
         else:
             deadline = time.monotonic() + args.timeout
+            progress, seen = time.monotonic(), 0
             while len(watcher.bound) < total and time.monotonic() < deadline:
                 self.check_alive(watcher)
                 time.sleep(0.2)
+                if len(watcher.bound) != seen:
+                    progress, seen = time.monotonic(), len(watcher.bound)
+                elif self.stalled(watcher, created, total, progress):
+                    out["stalled"] = sorted(set(created) - set(watcher.bound))
+                    break
             bound = dict(watcher.bound)
             lat = [bound[n] - created[n] for n in bound if n in created]
             last = max(bound.values()) if bound else start
@@ -420,6 +440,9 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=0, help="cap on pods (0: fill)")
     ap.add_argument("--clients", type=int, default=4, help="threads creating pods")
     ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--stall", type=float, default=30.0,
+                    help="stop waiting when no pod was bound for this long and every pod "
+                         "left was found unschedulable (reported as stalled)")
     ap.add_argument("--variant", type=_variants, default=["ours", "stock-qps", "stock"],
                     help=f"comma-separated, of {', '.join(VARIANTS)} (default: all three)")
     ap.add_argument("--repeat", type=int, default=1, help="run the variants this many times")
