@@ -29,9 +29,9 @@ deadline). API errors become the port's :class:`WriteConflict` (a lost race) or
 An assume cache holds what this process wrote until the watch echoes it (the
 informer's copy reaches that resourceVersion): the next cycle must see its own
 writes, or it would allocate the same capacity twice. The echo is not converted
-again, nor is an update whose content digest (:func:`.convert.content_digest`) shows
-that only its resourceVersion moved (then no listener is told) or, for a pod or node,
-only its status (:meth:`KubeView._upsert`).
+again, nor is an update of a pod or node whose content digest
+(:func:`.convert.content_digest`) shows that only its resourceVersion moved (then no
+listener is told) or only its status (:meth:`KubeView._upsert`).
 
 Writes may be sent from binding threads while the loop thread schedules: the
 caches (and the listeners they call) are touched only under :attr:`KubeView.lock`,
@@ -264,10 +264,6 @@ class KubeView:
             # managedFields, a bound pod's kubelet status): the stored version moves,
             # nothing a listener reads changed, so none is told.
             self._store[kind][key] = self._moved(kind, key, cur, raw, rv)
-            if kind == "ResourceSlice":  # the listers' own lists hold the models
-                self._slices = None
-            elif kind == "DeviceClass":
-                self._classes = None
             return
         before = self._effective(kind, key)
         model: TypedObject | None
@@ -292,8 +288,8 @@ class KubeView:
 
     def _moved(self, kind: str, key: str, cur: _Entry, raw: Mapping[str, Any], rv: int) -> _Entry:
         """``cur`` at the resourceVersion of ``raw``, an object of the same content
-        otherwise: the model's ``metadata.resourceVersion`` moves too (the claim writes
-        send it as their precondition)."""
+        otherwise: the model's ``metadata.resourceVersion`` moves too, so a reader sees
+        the version the server holds."""
         version = (raw.get("metadata") or {}).get("resourceVersion")
         kept = cur.kept
         if not isinstance(kept, str):

@@ -386,12 +386,12 @@ class CycleVerdicts:
     """Filter for one cycle, node by node, through the kept verdicts."""
 
     def __init__(self, verdicts: VerdictCache, cyc: CycleState, snap: Snapshot,
-                 state: AllocatedState, scoring: str, kept: _Kept, whole: bool = False,
-                 passes: _NodePasses | None = None) -> None:
+                 state: AllocatedState, scoring: str, kept: _Kept, whole: bool,
+                 passes: _NodePasses) -> None:
         self.verdicts = verdicts
         self.cyc, self.snap, self.state, self.scoring = cyc, snap, state, scoring
         self.kept = kept
-        self.passes = passes if passes is not None else _NodePasses(len(snap.nodes))
+        self.passes = passes  # the node filters' pass, shared by the placement signature
         self.whole = whole
         self.owner = tuple(c.key for c in cyc.to_allocate)
         # Results not computed for this cycle's claims (or not for all the node's
