@@ -20,8 +20,8 @@ score alone decides, the kept verdicts (``check``) in either scan.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from dra_affinity.cel import OutcomeKind
 from dra_affinity.structured import reasons
@@ -254,25 +254,36 @@ def node_scoring(cache: SchedulerCache, cyc: CycleState) -> bool:
     return cyc.ranks_nodes
 
 
-#: Filter for one node of the cycle (a fast path may answer from kept verdicts).
-NodeFilter = Callable[[str], NodeResult]
+class NodeScan(Protocol):
+    """Filter for the cycle's nodes that a fast path answers from kept verdicts."""
+
+    def __call__(self, node: str) -> NodeResult:
+        """The node's result."""
+
+    def first_feasible(self, limit: int) -> tuple[list[NodeResult], list[NodeResult]]:
+        """What filtering node after node until ``limit`` nodes fit finds: their results
+        in node order, and when none fits, every node's rejection in order."""
 
 
 def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
-                scoring: str, check: NodeFilter | None = None) -> None:
+                scoring: str, check: NodeScan | None = None) -> None:
     """Filter every node in order until upstream's number of feasible nodes is found,
     then Score them; the highest weighted total wins, ties in node order. ``check``
     stands for :func:`filter_node` where given."""
     feasible: list[NodeResult] = []
     limit = feasible_nodes_to_find(len(snap.nodes))
-    for node in snap.nodes:
-        res = check(node) if check is not None else filter_node(cache, cyc, node, snap, state, scoring)
-        if res.ok:
-            feasible.append(res)
-            if len(feasible) >= limit:
-                break
-            continue
-        cyc.rejected.append(res)  # rendered only if the pod fails (CycleState.reasons)
+    if check is not None:
+        feasible, rejected = check.first_feasible(limit)
+        cyc.rejected.extend(rejected)  # rendered only if the pod fails (CycleState.reasons)
+    else:
+        for node in snap.nodes:
+            res = filter_node(cache, cyc, node, snap, state, scoring)
+            if res.ok:
+                feasible.append(res)
+                if len(feasible) >= limit:
+                    break
+                continue
+            cyc.rejected.append(res)
     if not feasible:
         return
     device = {r.node: affinity_score(r) for r in feasible} if scoring == AFFINITY else None
@@ -286,7 +297,7 @@ def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: A
 
 
 def full_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
-              scoring: str, check: NodeFilter | None = None) -> None:
+              scoring: str, check: NodeScan | None = None) -> None:
     """The reference Filter and Score over every node, in order (``check``: as in
     :func:`scored_scan`)."""
     if node_scoring(cache, cyc):

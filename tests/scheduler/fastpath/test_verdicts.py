@@ -18,7 +18,7 @@ from dra_affinity.features import Features
 from dra_affinity.observe.metrics import VERDICTS_COMPUTED, VERDICTS_REUSED
 from dra_affinity.scheduler.fastpath import FastPaths
 from dra_affinity.scheduler.fastpath.verdicts import VerdictCache
-from dra_affinity.scheduler.filter import SCORING
+from dra_affinity.scheduler.filter import SCORING, feasible_nodes_to_find
 from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import (
@@ -74,8 +74,9 @@ def network_pool(zone: str, devices: int = 2, slots: int = 3) -> list[ResourceSl
 
 
 # ---------------------------------------------------------------- agreement
-def run(paths: FastPaths, scoring: str, seed: int, steps: int = 160) -> tuple[list[Outcome], Scheduler]:
-    spec = WorkloadSpec(nodes=6, devices_per_node=2, slots=2, values=4, seed=seed)
+def run(paths: FastPaths, scoring: str, seed: int, steps: int = 160,
+        nodes: int = 6) -> tuple[list[Outcome], Scheduler]:
+    spec = WorkloadSpec(nodes=nodes, devices_per_node=2, slots=2, values=4, seed=seed)
     cluster = Cluster()
     cluster.apply(device_class())
     for i in range(spec.nodes):
@@ -140,6 +141,24 @@ def test_kept_verdicts_choose_what_the_reference_chooses_when_node_scores_rank(
     assert sched.verdicts is not None
     assert sched.verdicts.reused >= 50, "verdicts were hardly reused"
     assert sched.verdicts.stale == 0
+
+
+@pytest.mark.parametrize("scoring", SCORING)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kept_verdicts_find_the_feasible_nodes_the_reference_stops_at(scoring: str, seed: int) -> None:
+    """Past 100 nodes a cycle stops filtering once upstream's number of feasible nodes is
+    found; the kept verdicts' scan counts them as columns and looks again only at the
+    changed nodes before that point: the choices are the reference's, and nodes past it
+    are left unlooked at (their verdicts are not computed)."""
+    nodes = 130
+    assert feasible_nodes_to_find(nodes) < nodes
+    slow, _ = run(FastPaths.none(), scoring, seed, steps=200, nodes=nodes)
+    fast, sched = run(VERDICTS_ONLY, scoring, seed, steps=200, nodes=nodes)
+    assert fast == slow
+    assert sched.verdicts is not None and sched.verdicts.stale == 0
+    cycles = sum(1 for r in fast if r[0] != "delete")
+    # Node after node would filter at least 100 nodes a cycle; kept, a few changed ones.
+    assert sched.verdicts.computed < cycles * 10
 
 
 def test_the_reference_runs_without_kept_verdicts() -> None:

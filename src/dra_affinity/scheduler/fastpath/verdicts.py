@@ -35,6 +35,13 @@ What a verdict cannot be reused for:
   nodes whose kept result belongs to other claims are filtered again for their
   reasons, in the same cycle, against the same state.
 
+A cycle past 100 nodes stops once upstream's number of feasible nodes is found. The
+kept results are also held as columns, each node's generation and whether it fit, so
+the scan finds the changed nodes with one comparison against the nodes' generations
+and counts the feasible ones with a running sum (:func:`first_fits`): only changed
+nodes before the stop are looked at in Python, and a cycle's cost follows how many
+nodes changed, not how many there are.
+
 The node filters beside DRA (taints, node affinity, ports, resources) read only the
 pod's placement part of the signature, not its claims: for a one-device pod their
 pass or fail is kept per placement and node generation (:class:`_NodePasses`), so
@@ -52,8 +59,11 @@ import operator
 import uuid
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from dra_affinity.api.resource import DeviceClass
 from dra_affinity.structured.affinity import CLEAN, pool_gate
@@ -146,12 +156,17 @@ class _Kept:
     drop its devices' verdicts, and a device reached from several nodes is judged
     once)."""
 
-    __slots__ = ("by_content", "devices", "failure", "joins", "nodes", "templates", "versions")
+    __slots__ = ("by_content", "devices", "failure", "fit", "generation", "joins", "nodes",
+                 "templates", "versions")
 
     def __init__(self, nodes: int, devices: int) -> None:
         # By node position: the node's result at a generation (for a one-device pod, a
         # result the device verdicts stand for, owned by no claim).
         self.nodes: list[_Entry | None] = [None] * nodes
+        # The same as columns, for the scan to compare and count in one pass (see
+        # CycleVerdicts.first_feasible): each entry's generation (-1: none) and fit.
+        self.generation = np.full(nodes, -1, dtype=np.int64)
+        self.fit = np.zeros(nodes, dtype=np.bool_)
         # By the device's snapshot order: its verdict, at which ``device_version``.
         self.devices = bytearray(devices)
         self.versions = array("q", [-1]) * devices
@@ -166,6 +181,12 @@ class _Kept:
         # placeholders for their keys (see CycleVerdicts._templated), at a generation;
         # None as the result: the text depends on the claims otherwise.
         self.templates: list[_Template | None] = [None] * nodes
+
+    def put(self, p: int, entry: _Entry) -> None:
+        """Keep ``entry`` as the result of the node at position ``p``."""
+        self.nodes[p] = entry
+        self.generation[p] = entry.generation
+        self.fit[p] = entry.result.ok
 
 
 class _NodePasses:
@@ -191,7 +212,8 @@ class VerdictCache:
         self._devices = 0  # snapshot order bound
         # Device id -> positions of the nodes that reach it.
         self._reach: dict[str, tuple[int, ...]] = {}
-        self.generations: list[int] = []
+        # By node position; a column, so a cycle finds its changed nodes in one comparison.
+        self.generations: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.fits: list[NodeResult] = []
         self.fails: list[NodeResult] = []
         self._seen = 0  # the state's change log read up to here
@@ -235,7 +257,7 @@ class VerdictCache:
         if changes is None:
             # Changes dropped from the log before this read them: any node may have
             # changed, so every node's generation moves.
-            self.generations = [g + 1 for g in self.generations]
+            self.generations += 1
         else:
             gens, reach = self.generations, self._reach
             for dev in changes:
@@ -253,7 +275,7 @@ class VerdictCache:
                 reach.setdefault(d.id, []).append(i)
         self._reach = {d: tuple(ps) for d, ps in reach.items()}
         self._devices = max((d.order for d in snap.devices.values()), default=-1) + 1
-        self.generations = [0] * len(snap.nodes)
+        self.generations = np.zeros(len(snap.nodes), dtype=np.int64)
         # Per node, the results a kept device verdict stands for (fits with no lock
         # joined, does not fit): read-only, so one pair serves every cycle.
         self.fits = [NodeResult(n, True) for n in snap.nodes]
@@ -382,6 +404,30 @@ class VerdictCache:
         return CycleVerdicts(self, cyc, snap, state, scoring, kept, whole, passes)
 
 
+def first_fits(fit: npt.NDArray[np.bool_], stale: list[int], limit: int,
+               look: Callable[[int], bool]) -> tuple[list[int], int]:
+    """The positions of the first ``limit`` nodes that fit, in order, and how many nodes
+    were looked at: ``fit`` holds each node's kept answer, ``stale`` (ascending) the
+    positions whose answer may have moved, and ``look`` gives a stale node's answer
+    afresh (and writes it into ``fit``). Only the stale nodes before the ``limit``-th
+    fit are looked at, as filtering node after node would reach them and no others;
+    the kept answers are counted as a column, not one by one."""
+    looked = 0
+    if stale:
+        # Fits before each position, as kept; each stale node looked at corrects the
+        # count past it by how its answer moved.
+        before: list[int] = (np.cumsum(fit) - fit).tolist()
+        moved = 0
+        for p in stale:
+            if before[p] + moved >= limit:
+                break
+            was = bool(fit[p])
+            moved += look(p) - was
+            looked += 1
+    found: list[int] = np.flatnonzero(fit)[:limit].tolist()
+    return found, looked
+
+
 class CycleVerdicts:
     """Filter for one cycle, node by node, through the kept verdicts."""
 
@@ -394,10 +440,14 @@ class CycleVerdicts:
         self.passes = passes  # the node filters' pass, shared by the placement signature
         self.whole = whole
         self.owner = tuple(c.key for c in cyc.to_allocate)
-        # Results not computed for this cycle's claims (or not for all the node's
-        # devices), by node: the chosen one is filtered again, and the rejected ones
-        # when the pod fails, unless their reasons name no claim.
-        self.borrowed: dict[str, NodeResult] = {}
+
+    def borrowed(self, res: NodeResult) -> bool:
+        """Whether ``res``, a node's result this cycle's scan returned, was not computed
+        for this cycle's claims (kept for another pod's, or one the device verdicts stand
+        for): the chosen node is filtered again, and the rejected ones when the pod
+        fails, unless their reasons name no claim."""
+        e = self.kept.nodes[self.verdicts._pos[res.node]]
+        return e is not None and e.result is res and e.owner != self.owner
 
     def _filter(self, node: str) -> tuple[NodeResult, tuple[int, int]]:
         """:func:`filter_node` for this cycle's claims, and what it added to the counters."""
@@ -409,41 +459,58 @@ class CycleVerdicts:
     def __call__(self, node: str) -> NodeResult:
         """The node's kept result while its generation holds (nothing it reaches
         changed); else a fresh one, kept."""
+        return self._at(self.verdicts._pos[node], node)
+
+    def _at(self, p: int, node: str) -> NodeResult:
         v = self.verdicts
-        p = v._pos[node]
-        gen = v.generations[p]
+        gen = int(v.generations[p])
         e = self.kept.nodes[p]
         if e is not None and e.generation == gen:
             v.reused += 1
-            if e.owner != self.owner:
-                self.borrowed[node] = e.result
             return e.result
         if self.cyc.single is not None and not self.whole:
-            res, counts = self._by_device(node, p)
-            # A result the device verdicts stand for belongs to no claim; the node
-            # filters' rejection was computed for this cycle's.
-            owner = None if self.borrowed.get(node) is res else self.owner
+            e = self._by_device(node, p, gen)
         else:
             v.computed += 1
             res, counts = self._filter(node)
-            owner = self.owner
-        self.kept.nodes[p] = _Entry(gen, res, owner, counts)
-        return res
+            e = _Entry(gen, res, self.owner, counts)
+        self.kept.put(p, e)
+        return e.result
 
-    def _by_device(self, node: str, p: int) -> tuple[NodeResult, tuple[int, int]]:
-        """A one-device pod whose node (at position ``p``) changed: the node filters, then the node's
-        devices in the order the allocator tries them, each judged by its kept verdict
-        while the device is unchanged; the first viable one decides, as in the
-        allocator. With the result, the counts of a whole node's result (the node
-        filters' rejection), else none."""
+    def first_feasible(self, limit: int) -> tuple[list[NodeResult], list[NodeResult]]:
+        """What filtering node after node until ``limit`` fit finds: the results of the
+        nodes that fit, in node order, and when none does, every node's rejection (see
+        :func:`first_fits`)."""
+        v, kept, nodes = self.verdicts, self.kept, self.snap.nodes
+        stale: list[int] = np.flatnonzero(kept.generation != v.generations).tolist()
+
+        def look(p: int) -> bool:
+            return self._at(p, nodes[p]).ok
+
+        found, looked = first_fits(kept.fit, stale, limit, look)
+        entries = kept.nodes
+        # Every node up to the last one found was reached, as node after node would.
+        v.reused += (found[-1] + 1 if len(found) == limit else len(nodes)) - looked
+        if found:
+            return [entries[p].result for p in found], []  # type: ignore[union-attr]
+        return [], [e.result for e in entries]  # type: ignore[union-attr]
+
+    def _by_device(self, node: str, p: int, gen: int) -> _Entry:
+        """A one-device pod whose node (at position ``p``) changed to generation ``gen``:
+        the node filters, then the node's devices in the order the allocator tries them,
+        each judged by its kept verdict while the device is unchanged; the first viable
+        one decides, as in the allocator. A result the device verdicts stand for
+        belongs to no claim and counts nothing; the node filters' rejection is computed
+        for this cycle's claims, with its counts."""
         v, cyc, snap, state, kept = self.verdicts, self.cyc, self.snap, self.state, self.kept
-        passes, gen = self.passes, v.generations[p]
+        passes = self.passes
         if passes.generations[p] != gen:
             passes.passed[p] = node_rejection(v.cache, cyc, node, snap.labels.get(node, {})) is None
             passes.generations[p] = gen
         if not passes.passed[p]:
             v.computed += 1
-            return self._filter(node)  # no claim in it
+            res, counts = self._filter(node)  # no claim in it
+            return _Entry(gen, res, self.owner, counts)
         devs: Sequence[DeviceInfo] = snap.by_node.get(node, ())
         if self.scoring == AFFINITY:
             assert cyc.single is not None
@@ -478,17 +545,14 @@ class CycleVerdicts:
             if verdict == NOT_VIABLE:
                 continue
             found = NodeResult(node, True, kept.joins[o].shares) if verdict == JOINS_LOCK else v.fits[p]
-            self.borrowed[node] = found
-            return found, (0, 0)
-        res = v.fails[p]
-        self.borrowed[node] = res
-        return res, (0, 0)
+            return _Entry(gen, found, None)
+        return _Entry(gen, v.fails[p], None)
 
     def _fresh(self, node: str) -> NodeResult:
         self.verdicts.computed += 1
         res, counts = self._filter(node)
         p = self.verdicts._pos[node]
-        self.kept.nodes[p] = _Entry(self.verdicts.generations[p], res, self.owner, counts)
+        self.kept.put(p, _Entry(int(self.verdicts.generations[p]), res, self.owner, counts))
         return res
 
     def _own(self, node: str) -> NodeResult:
@@ -499,7 +563,7 @@ class CycleVerdicts:
         v = self.verdicts
         p = v._pos[node]
         e = self.kept.nodes[p]
-        gen = v.generations[p]
+        gen = int(v.generations[p])
         if e is not None and e.generation == gen:
             if e.owner == self.owner:
                 v.reused += 1
@@ -538,7 +602,7 @@ class CycleVerdicts:
                 r = Reason(r.code, text, r.node, r.device, r.plugin, r.fit)
             reasons.append(r)
         res = NodeResult(node, False, [], reasons, list(t.result.codes))
-        kept.nodes[p] = _Entry(gen, res, self.owner, t.counts)
+        kept.put(p, _Entry(gen, res, self.owner, t.counts))
         return res
 
     def _template(self, node: str, gen: int) -> _Template:
@@ -575,18 +639,16 @@ class CycleVerdicts:
         was stale: the caller scans again without them)."""
         cyc = self.cyc
         if cyc.chosen is not None:
-            if self.borrowed.get(cyc.chosen.node) is cyc.chosen:
+            if self.borrowed(cyc.chosen):
                 fresh = self._fresh(cyc.chosen.node)
                 if not fresh.ok:
                     return self._stale()
                 cyc.chosen = fresh
             return True
-        if self.borrowed:
-            rejected = [self._own(r.node) if self.borrowed.get(r.node) is r else r
-                        for r in cyc.rejected]
-            if any(r.ok for r in rejected):
-                return self._stale()
-            cyc.rejected = rejected
+        rejected = [self._own(r.node) if self.borrowed(r) else r for r in cyc.rejected]
+        if any(r.ok for r in rejected):
+            return self._stale()
+        cyc.rejected = rejected
         self._failed()
         return True
 
