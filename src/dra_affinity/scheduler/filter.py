@@ -40,6 +40,7 @@ from .nodefit import NO_PLACEMENT, NodeFacts, Rejection, check_node
 from .placement import filters as placement_filters
 from .placement import scores as placement_scores
 from .placement.filters import PlacementCycle
+from .placement.scores import NodeScores
 
 FIRSTFIT, AFFINITY = "firstfit", "affinity"
 SCORING = (FIRSTFIT, AFFINITY)
@@ -264,6 +265,10 @@ class NodeScan(Protocol):
         """What filtering node after node until ``limit`` nodes fit finds: their results
         in node order, and when none fits, every node's rejection in order."""
 
+    def score(self, feasible: list[NodeResult], device: Mapping[str, int] | None) -> NodeScores | None:
+        """The scores of the nodes :meth:`first_feasible` found, as
+        :func:`~.placement.scores.score_nodes` gives them; None: it scores them."""
+
 
 def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: AllocatedState,
                 scoring: str, check: NodeScan | None = None) -> None:
@@ -287,9 +292,11 @@ def scored_scan(cache: SchedulerCache, cyc: CycleState, snap: Snapshot, state: A
     if not feasible:
         return
     device = {r.node: affinity_score(r) for r in feasible} if scoring == AFFINITY else None
-    scores = placement_scores.score_nodes(
-        cache.placement_index(), cyc.pod, cyc.placement, cache.view.namespaces(), cache.node_facts(),
-        [r.node for r in feasible], device)
+    scores = check.score(feasible, device) if check is not None else None
+    if scores is None:
+        scores = placement_scores.score_nodes(
+            cache.placement_index(), cyc.pod, cyc.placement, cache.view.namespaces(),
+            cache.node_facts(), [r.node for r in feasible], device)
     cyc.chosen = feasible[scores.best()]
     cyc.scores = scores
     cyc.node_reasons = []

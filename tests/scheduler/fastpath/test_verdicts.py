@@ -17,8 +17,9 @@ from dra_affinity.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from dra_affinity.features import Features
 from dra_affinity.observe.metrics import VERDICTS_COMPUTED, VERDICTS_REUSED
 from dra_affinity.scheduler.fastpath import FastPaths
-from dra_affinity.scheduler.fastpath.verdicts import VerdictCache
+from dra_affinity.scheduler.fastpath.verdicts import CycleVerdicts, VerdictCache
 from dra_affinity.scheduler.filter import SCORING, feasible_nodes_to_find
+from dra_affinity.scheduler.placement.scores import NodeScores, score_nodes
 from dra_affinity.scheduler.scheduler import Attempt, Scheduler
 from dra_affinity.sim.cluster import Cluster
 from dra_affinity.sim.workload import (
@@ -31,7 +32,7 @@ from dra_affinity.sim.workload import (
     pod_objects,
     slices,
 )
-from dra_affinity.structured.model import Result
+from dra_affinity.structured.model import NodeResult, Result
 
 ZONE = "topology.kubernetes.io/zone"
 Outcome = tuple[str, str | None, tuple[str, ...], str]
@@ -114,7 +115,8 @@ def run(paths: FastPaths, scoring: str, seed: int, steps: int = 160,
             continue
         if roll < 0.36:
             i = rng.randrange(spec.nodes)  # a Node resized, tainted or untainted
-            taints = [{"key": "k", "effect": "NoSchedule"}] if rng.random() < 0.3 else []
+            taints = rng.choice([[], [], [{"key": "k", "effect": "NoSchedule"}],
+                                 [{"key": "k", "effect": "PreferNoSchedule"}]])
             assert cluster.apply(node(i, rng.choice(["2", "3", "4"]), taints=taints, gen=n)).applied
             continue
         name = f"p{n}"
@@ -159,6 +161,30 @@ def test_kept_verdicts_find_the_feasible_nodes_the_reference_stops_at(scoring: s
     cycles = sum(1 for r in fast if r[0] != "delete")
     # Node after node would filter at least 100 nodes a cycle; kept, a few changed ones.
     assert sched.verdicts.computed < cycles * 10
+
+
+@pytest.mark.parametrize("nodes", [6, 130])
+def test_kept_raw_scores_score_as_the_plugins_do(monkeypatch: pytest.MonkeyPatch, nodes: int) -> None:
+    """Scores from raw scores kept per node (recomputed when the node's generation
+    moves) are the ones score_nodes gives, cycle after cycle, nodes changing between."""
+    checked = 0
+
+    def score(self: CycleVerdicts, feasible: list[NodeResult], device: Any) -> NodeScores | None:
+        nonlocal checked
+        got = kept_score(self, feasible, device)
+        if got is not None:
+            cache, cyc = self.verdicts.cache, self.cyc
+            want = score_nodes(cache.placement_index(), cyc.pod, cyc.placement, cache.view.namespaces(),
+                               cache.node_facts(), [r.node for r in feasible], device)
+            assert got == want
+            checked += 1
+        return got
+
+    kept_score = CycleVerdicts.score
+    monkeypatch.setattr(CycleVerdicts, "score", score)
+    for scoring in SCORING:
+        run(VERDICTS_ONLY, scoring, 1, steps=200, nodes=nodes)
+    assert checked > 100
 
 
 def test_the_reference_runs_without_kept_verdicts() -> None:

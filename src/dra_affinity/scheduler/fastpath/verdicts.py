@@ -42,6 +42,11 @@ and counts the feasible ones with a running sum (:func:`first_fits`): only chang
 nodes before the stop are looked at in Python, and a cycle's cost follows how many
 nodes changed, not how many there are.
 
+The feasible nodes' scores are kept likewise: when every score plugin but
+DynamicResources reads each node alone (:class:`NodeLocalScores`: taints, free and
+balanced resources), a node's raw scores are kept per pod side and node generation,
+and only normalizing and weighing them runs over the feasible nodes, as arrays.
+
 The node filters beside DRA (taints, node affinity, ports, resources) read only the
 pod's placement part of the signature, not its claims: for a one-device pod their
 pass or fail is kept per placement and node generation (:class:`_NodePasses`), so
@@ -59,7 +64,7 @@ import operator
 import uuid
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -84,6 +89,7 @@ from ..filter import (
     rank_devices,
 )
 from ..nodefit import BoundPod, NodeUsage
+from ..placement.scores import NodeLocalScores, NodeScores
 
 #: Signatures whose verdicts are kept at once (each holds one entry per node, and nine
 #: bytes per device for one-device pods).
@@ -200,6 +206,20 @@ class _NodePasses:
         self.passed = bytearray(nodes)
 
 
+class _RawScores:
+    """The raw scores of each node that read the node alone (see
+    :class:`NodeLocalScores`), for one pod side of them: by node position, the
+    generation they were computed at (-1: never) and the scores."""
+
+    __slots__ = ("balanced", "fit", "generation", "taints")
+
+    def __init__(self, nodes: int) -> None:
+        self.generation = np.full(nodes, -1, dtype=np.int64)
+        self.taints = np.zeros(nodes, dtype=np.int64)
+        self.fit = np.zeros(nodes, dtype=np.int64)
+        self.balanced = np.zeros(nodes, dtype=np.int64)
+
+
 class VerdictCache:
     """Kept Filter verdicts of the current snapshot, state and node usage."""
 
@@ -219,6 +239,7 @@ class VerdictCache:
         self._seen = 0  # the state's change log read up to here
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._passes: OrderedDict[str, _NodePasses] = OrderedDict()  # by placement signature
+        self._raw: OrderedDict[str, _RawScores] = OrderedDict()  # by NodeLocalScores.key
         # Content keys by number, and each device's number at a version (content_id).
         self._content_ids: dict[tuple[int, object], int] = {}
         self._content_at: dict[str, tuple[int, int]] = {}
@@ -282,6 +303,7 @@ class VerdictCache:
         self.fails = [NodeResult(n, False) for n in snap.nodes]
         self._kept.clear()
         self._passes.clear()
+        self._raw.clear()
         self._content_ids.clear()
         self._content_at.clear()
         self._class_json.clear()
@@ -341,6 +363,17 @@ class VerdictCache:
         if u is None or not u.shares:
             return c, st
         return c, (st, u.exclusive, tuple(sorted(u.consumed.items())))
+
+    def raw_scores(self, key: str) -> _RawScores:
+        """The kept raw scores for the pod side ``key`` (the least recently used go first)."""
+        raw = self._raw.get(key)
+        if raw is None:
+            raw = self._raw[key] = _RawScores(len(self.generations))
+            if len(self._raw) > MAX_SIGNATURES:
+                self._raw.popitem(last=False)
+        else:
+            self._raw.move_to_end(key)
+        return raw
 
     # ------------------------------------------------------------------ per cycle
     @staticmethod
@@ -440,6 +473,8 @@ class CycleVerdicts:
         self.passes = passes  # the node filters' pass, shared by the placement signature
         self.whole = whole
         self.owner = tuple(c.key for c in cyc.to_allocate)
+        # The positions of the nodes first_feasible found.
+        self.found: list[int] = []
 
     def borrowed(self, res: NodeResult) -> bool:
         """Whether ``res``, a node's result this cycle's scan returned, was not computed
@@ -488,12 +523,36 @@ class CycleVerdicts:
             return self._at(p, nodes[p]).ok
 
         found, looked = first_fits(kept.fit, stale, limit, look)
+        self.found = found
         entries = kept.nodes
         # Every node up to the last one found was reached, as node after node would.
         v.reused += (found[-1] + 1 if len(found) == limit else len(nodes)) - looked
         if found:
             return [entries[p].result for p in found], []  # type: ignore[union-attr]
         return [], [e.result for e in entries]  # type: ignore[union-attr]
+
+    def score(self, feasible: list[NodeResult], device: Mapping[str, int] | None) -> NodeScores | None:
+        """The scores of the nodes first_feasible found (``feasible``: their results), from
+        raw scores kept per node while its generation holds (only the changed nodes'
+        computed afresh); None when some plugin reads more than each node alone."""
+        cache, cyc = self.verdicts.cache, self.cyc
+        index = cache.placement_index()
+        if not NodeLocalScores.applies(index, cyc.pod, cyc.placement, cache.view.namespaces()):
+            return None
+        local = NodeLocalScores.of(cyc.pod, cyc.placement)
+        raw = self.verdicts.raw_scores(local.key)
+        at = np.array(self.found, dtype=np.intp)
+        assert len(at) == len(feasible)
+        gens = self.verdicts.generations
+        changed: list[int] = at[raw.generation[at] != gens[at]].tolist()
+        if changed:
+            facts, nodes = cache.node_facts(), self.snap.nodes
+            for p in changed:
+                n = nodes[p]
+                raw.taints[p], raw.fit[p], raw.balanced[p] = local.raw(index.usage, n, facts.get(n))
+            raw.generation[changed] = gens[changed]
+        return local.scores(tuple(r.node for r in feasible), raw.taints[at], raw.fit[at],
+                            raw.balanced[at], device)
 
     def _by_device(self, node: str, p: int, gen: int) -> _Entry:
         """A one-device pod whose node (at position ``p``) changed to generation ``gen``:

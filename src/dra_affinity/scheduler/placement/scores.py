@@ -45,6 +45,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from dra_affinity.api.core import Pod
 from dra_affinity.structured.nodes import node_selector_term_matches
 
@@ -53,6 +56,7 @@ from ..nodefit import (
     NODE_RESOURCES_FIT,
     TAINT_TOLERATION,
     NodeFacts,
+    NodeUsage,
     PodPlacement,
     Toleration,
     nonzero_requests,
@@ -292,11 +296,9 @@ def score_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement, namesp
     nodes = tuple(feasible)
     node_facts = [facts.get(n) for n in nodes]
     columns: dict[str, Sequence[int]] = {}
+    local = NodeLocalScores.of(pod, placement)
 
-    prefer = _prefer_tolerations(placement.tolerations)
-    columns[TAINT_TOLERATION] = default_normalize(
-        [untolerated_preferences(f, prefer) if f is not None and f.prefer_taints else 0 for f in node_facts],
-        reverse=True)
+    columns[TAINT_TOLERATION] = _normalize_taints([local.taints(f) for f in node_facts])
 
     if terms.preferred_nodes:
         labels = index.labels
@@ -304,7 +306,6 @@ def score_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement, namesp
             w.weight for w in terms.preferred_nodes
             if node_selector_term_matches(w.term, n, labels.get(n, {}))) for n in nodes], reverse=False)
 
-    cpu, memory = nonzero_requests(pod)
     nonzero = usage.nonzero
     # Nodes alike (as large, holding as much) score alike: each distinct pair is
     # computed once.
@@ -312,11 +313,11 @@ def score_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement, namesp
     fit: list[int] = []
     for n, f in zip(nodes, node_facts, strict=True):
         used_cpu, used_memory = nonzero.get(n) or _NOTHING
-        alloc = f.scored if f is not None else _NOTHING
+        alloc = _allocatable(f)
         key = (used_cpu, used_memory, alloc)
         v = fit_of.get(key)
         if v is None:
-            v = fit_of[key] = least_allocated((used_cpu + cpu, used_memory + memory), alloc)
+            v = fit_of[key] = local.fit((used_cpu, used_memory), alloc)
         fit.append(v)
     columns[NODE_RESOURCES_FIT] = fit
 
@@ -329,22 +330,102 @@ def score_nodes(index: PlacementIndex, pod: Pod, placement: PodPlacement, namesp
         affinity = _affinity_scores(domains, index.labels, nodes)
         columns[INTER_POD_AFFINITY] = [affinity[n] for n in nodes]
 
-    asked = tuple(placement.requests.get(r, 0) for r in SCORED_RESOURCES)
-    if any(asked):
-        balanced: list[int] = []
-        for n, f in zip(nodes, node_facts, strict=True):
-            held = usage.on(n)
-            before = tuple(held.get(r, 0) for r in SCORED_RESOURCES)
-            after = tuple(b + a for b, a in zip(before, asked, strict=True))
-            balanced.append(balanced_allocation(before, after, _allocatable(f)))
-        columns[BALANCED_ALLOCATION] = balanced
+    if local.balances:
+        columns[BALANCED_ALLOCATION] = [local.balanced(usage, n, f)
+                                        for n, f in zip(nodes, node_facts, strict=True)]
 
-    columns[DYNAMIC_RESOURCES] = default_normalize(
-        [device.get(n, 0) for n in nodes] if device else [0] * len(nodes), reverse=False)
+    columns[DYNAMIC_RESOURCES] = _normalize_devices(nodes, device)
+    return _weighted(nodes, columns)
 
+
+def _normalize_taints(raw: list[int]) -> list[int]:
+    return default_normalize(raw, reverse=True)
+
+
+def _normalize_devices(nodes: Sequence[str], device: Mapping[str, int] | None) -> list[int]:
+    return default_normalize([device.get(n, 0) for n in nodes] if device else [0] * len(nodes),
+                             reverse=False)
+
+
+def _weighted(nodes: tuple[str, ...], columns: Mapping[str, Sequence[int] | npt.NDArray[np.int64]]
+              ) -> NodeScores:
+    """The plugins that did not skip, in the profile's order, and each node's weighted
+    total (summed as arrays: a cycle scores up to hundreds of nodes)."""
     plugins = tuple(p for p in WEIGHTS if p in columns)
-    totals = [0] * len(nodes)
+    totals = np.zeros(len(nodes), dtype=np.int64)
+    kept: dict[str, Sequence[int]] = {}
     for p in plugins:
-        w = WEIGHTS[p]
-        totals = [t + w * v for t, v in zip(totals, columns[p], strict=True)]
-    return NodeScores(plugins, nodes, columns, totals)
+        column = np.asarray(columns[p], dtype=np.int64)
+        if len(column) != len(nodes):
+            raise ValueError(f"{p}: {len(column)} scores for {len(nodes)} nodes")
+        totals += WEIGHTS[p] * column
+        kept[p] = column.tolist()
+    return NodeScores(plugins, nodes, kept, totals.tolist())
+
+
+@dataclass(frozen=True)
+class NodeLocalScores:
+    """What the pod's Score reads of one node when that is the node alone (its facts
+    and the pods counted on it): TaintToleration's, NodeResourcesFit's and
+    BalancedAllocation's raw scores. When no other plugin but DynamicResources has
+    anything to say (:meth:`applies`), a caller that knows when a node changed can
+    keep these per node, and only the normalization runs over the feasible nodes
+    (:meth:`scores`): the kept Filter verdicts do so."""
+
+    prefer: tuple[Toleration, ...]  # the tolerations TaintToleration reads
+    cpu: int  # the pod's non-zero requests, as NodeResourcesFit counts them
+    memory: int
+    asked: tuple[int, ...]  # its requests of SCORED_RESOURCES, as BalancedAllocation reads them
+
+    @classmethod
+    def of(cls, pod: Pod, placement: PodPlacement) -> NodeLocalScores:
+        cpu, memory = nonzero_requests(pod)
+        return cls(_prefer_tolerations(placement.tolerations), cpu, memory,
+                   tuple(placement.requests.get(r, 0) for r in SCORED_RESOURCES))
+
+    @property
+    def balances(self) -> bool:
+        """BalancedAllocation scores: the pod requests cpu or memory."""
+        return any(self.asked)
+
+    @property
+    def key(self) -> str:
+        """The pod's side of the raw scores, as content."""
+        return repr((self.prefer, self.cpu, self.memory, self.asked))
+
+    @staticmethod
+    def applies(index: PlacementIndex, pod: Pod, placement: PodPlacement, namespaces: Namespaces) -> bool:
+        """No preferred node terms, soft spread or inter-pod terms for the pod: every
+        plugin that scores reads each node alone (or, DynamicResources, its device score)."""
+        terms = placement.terms
+        return not terms.preferred_nodes and not terms.soft_spread and \
+            _affinity_domains(index, pod, placement, namespaces) is None
+
+    def taints(self, f: NodeFacts | None) -> int:
+        return untolerated_preferences(f, self.prefer) if f is not None and f.prefer_taints else 0
+
+    def fit(self, used: Sequence[int], allocatable: tuple[int, int]) -> int:
+        return least_allocated((used[0] + self.cpu, used[1] + self.memory), allocatable)
+
+    def balanced(self, usage: NodeUsage, node: str, f: NodeFacts | None) -> int:
+        held = usage.on(node)
+        before = tuple(held.get(r, 0) for r in SCORED_RESOURCES)
+        after = tuple(b + a for b, a in zip(before, self.asked, strict=True))
+        return balanced_allocation(before, after, _allocatable(f))
+
+    def raw(self, usage: NodeUsage, node: str, f: NodeFacts | None) -> tuple[int, int, int]:
+        """The node's raw TaintToleration, NodeResourcesFit and BalancedAllocation scores
+        (0 for the last when it skips)."""
+        return (self.taints(f), self.fit(usage.nonzero.get(node) or _NOTHING, _allocatable(f)),
+                self.balanced(usage, node, f) if self.balances else 0)
+
+    def scores(self, nodes: tuple[str, ...], taints: npt.NDArray[np.int64], fit: npt.NDArray[np.int64],
+               balanced: npt.NDArray[np.int64], device: Mapping[str, int] | None) -> NodeScores:
+        """The feasible ``nodes``' scores from their raw scores (in ``nodes``' order), as
+        :func:`score_nodes` would give them."""
+        columns: dict[str, Sequence[int] | npt.NDArray[np.int64]] = {
+            TAINT_TOLERATION: _normalize_taints(taints.tolist()), NODE_RESOURCES_FIT: fit}
+        if self.balances:
+            columns[BALANCED_ALLOCATION] = balanced
+        columns[DYNAMIC_RESOURCES] = _normalize_devices(nodes, device)
+        return _weighted(nodes, columns)
