@@ -3,7 +3,6 @@ finds, and looks again only at the changed nodes that node after node would reac
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -39,7 +38,7 @@ def scans(draw: st.DrawFn) -> tuple[list[bool], dict[int, bool], int]:
 def test_the_scan_finds_what_node_after_node_finds_and_looks_only_where_it_reaches(
         case: tuple[list[bool], dict[int, bool], int]) -> None:
     kept, fresh, limit = case
-    fit = np.array(kept, dtype=np.bool_)
+    fit = bytearray(kept)
     looked_at: list[int] = []
 
     def look(p: int) -> bool:
@@ -57,7 +56,7 @@ def test_the_scan_finds_what_node_after_node_finds_and_looks_only_where_it_reach
 def test_a_changed_node_that_stopped_fitting_moves_the_stop_past_it() -> None:
     # Kept: nodes 0-3 fit. Node 1 no longer does, so with a limit of 3 the scan must
     # reach node 3 (a changed one, looked at) and not stop at node 2.
-    fit = np.array([True, True, True, True, False], dtype=np.bool_)
+    fit = bytearray([True, True, True, True, False])
     fresh = {1: False, 3: True, 4: True}
 
     def look(p: int) -> bool:

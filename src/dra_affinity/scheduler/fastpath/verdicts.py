@@ -171,8 +171,8 @@ class _Kept:
         self.nodes: list[_Entry | None] = [None] * nodes
         # The same as columns, for the scan to compare and count in one pass (see
         # CycleVerdicts.first_feasible): each entry's generation (-1: none) and fit.
-        self.generation = np.full(nodes, -1, dtype=np.int64)
-        self.fit = np.zeros(nodes, dtype=np.bool_)
+        self.generation = array("q", [-1]) * nodes
+        self.fit = bytearray(nodes)
         # By the device's snapshot order: its verdict, at which ``device_version``.
         self.devices = bytearray(devices)
         self.versions = array("q", [-1]) * devices
@@ -214,10 +214,10 @@ class _RawScores:
     __slots__ = ("balanced", "fit", "generation", "taints")
 
     def __init__(self, nodes: int) -> None:
-        self.generation = np.full(nodes, -1, dtype=np.int64)
-        self.taints = np.zeros(nodes, dtype=np.int64)
-        self.fit = np.zeros(nodes, dtype=np.int64)
-        self.balanced = np.zeros(nodes, dtype=np.int64)
+        self.generation = array("q", [-1]) * nodes
+        self.taints = array("q", [0]) * nodes
+        self.fit = array("q", [0]) * nodes
+        self.balanced = array("q", [0]) * nodes
 
 
 class VerdictCache:
@@ -232,8 +232,10 @@ class VerdictCache:
         self._devices = 0  # snapshot order bound
         # Device id -> positions of the nodes that reach it.
         self._reach: dict[str, tuple[int, ...]] = {}
-        # By node position; a column, so a cycle finds its changed nodes in one comparison.
-        self.generations: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        # By node position. Columns here and in _Kept and _RawScores are arrays that
+        # Python reads and writes one element at a time (as fast as a list) and numpy
+        # compares and counts whole, without a copy (see column()).
+        self.generations = array("q")
         self.fits: list[NodeResult] = []
         self.fails: list[NodeResult] = []
         self._seen = 0  # the state's change log read up to here
@@ -278,7 +280,7 @@ class VerdictCache:
         if changes is None:
             # Changes dropped from the log before this read them: any node may have
             # changed, so every node's generation moves.
-            self.generations += 1
+            self.generations = array("q", (g + 1 for g in self.generations))
         else:
             gens, reach = self.generations, self._reach
             for dev in changes:
@@ -296,7 +298,7 @@ class VerdictCache:
                 reach.setdefault(d.id, []).append(i)
         self._reach = {d: tuple(ps) for d, ps in reach.items()}
         self._devices = max((d.order for d in snap.devices.values()), default=-1) + 1
-        self.generations = np.zeros(len(snap.nodes), dtype=np.int64)
+        self.generations = array("q", [0]) * len(snap.nodes)
         # Per node, the results a kept device verdict stands for (fits with no lock
         # joined, does not fit): read-only, so one pair serves every cycle.
         self.fits = [NodeResult(n, True) for n in snap.nodes]
@@ -437,7 +439,17 @@ class VerdictCache:
         return CycleVerdicts(self, cyc, snap, state, scoring, kept, whole, passes)
 
 
-def first_fits(fit: npt.NDArray[np.bool_], stale: list[int], limit: int,
+def column(values: array[int]) -> npt.NDArray[np.int64]:
+    """A column of numbers kept as an array, seen by numpy without a copy."""
+    return np.frombuffer(values, dtype=np.int64)
+
+
+def flags(values: bytearray) -> npt.NDArray[np.uint8]:
+    """A column of yes and no kept as bytes, seen by numpy without a copy."""
+    return np.frombuffer(values, dtype=np.uint8)
+
+
+def first_fits(fit: bytearray, stale: list[int], limit: int,
                look: Callable[[int], bool]) -> tuple[list[int], int]:
     """The positions of the first ``limit`` nodes that fit, in order, and how many nodes
     were looked at: ``fit`` holds each node's kept answer, ``stale`` (ascending) the
@@ -449,7 +461,8 @@ def first_fits(fit: npt.NDArray[np.bool_], stale: list[int], limit: int,
     if stale:
         # Fits before each position, as kept; each stale node looked at corrects the
         # count past it by how its answer moved.
-        before: list[int] = (np.cumsum(fit) - fit).tolist()
+        kept = flags(fit)
+        before: list[int] = (np.cumsum(kept) - kept).tolist()
         moved = 0
         for p in stale:
             if before[p] + moved >= limit:
@@ -457,7 +470,7 @@ def first_fits(fit: npt.NDArray[np.bool_], stale: list[int], limit: int,
             was = bool(fit[p])
             moved += look(p) - was
             looked += 1
-    found: list[int] = np.flatnonzero(fit)[:limit].tolist()
+    found: list[int] = np.flatnonzero(flags(fit))[:limit].tolist()
     return found, looked
 
 
@@ -498,7 +511,7 @@ class CycleVerdicts:
 
     def _at(self, p: int, node: str) -> NodeResult:
         v = self.verdicts
-        gen = int(v.generations[p])
+        gen = v.generations[p]
         e = self.kept.nodes[p]
         if e is not None and e.generation == gen:
             v.reused += 1
@@ -517,7 +530,7 @@ class CycleVerdicts:
         nodes that fit, in node order, and when none does, every node's rejection (see
         :func:`first_fits`)."""
         v, kept, nodes = self.verdicts, self.kept, self.snap.nodes
-        stale: list[int] = np.flatnonzero(kept.generation != v.generations).tolist()
+        stale: list[int] = np.flatnonzero(column(kept.generation) != column(v.generations)).tolist()
 
         def look(p: int) -> bool:
             return self._at(p, nodes[p]).ok
@@ -544,15 +557,15 @@ class CycleVerdicts:
         at = np.array(self.found, dtype=np.intp)
         assert len(at) == len(feasible)
         gens = self.verdicts.generations
-        changed: list[int] = at[raw.generation[at] != gens[at]].tolist()
+        changed: list[int] = at[column(raw.generation)[at] != column(gens)[at]].tolist()
         if changed:
             facts, nodes = cache.node_facts(), self.snap.nodes
             for p in changed:
                 n = nodes[p]
                 raw.taints[p], raw.fit[p], raw.balanced[p] = local.raw(index.usage, n, facts.get(n))
-            raw.generation[changed] = gens[changed]
-        return local.scores(tuple(r.node for r in feasible), raw.taints[at], raw.fit[at],
-                            raw.balanced[at], device)
+                raw.generation[p] = gens[p]
+        return local.scores(tuple(r.node for r in feasible), column(raw.taints)[at],
+                            column(raw.fit)[at], column(raw.balanced)[at], device)
 
     def _by_device(self, node: str, p: int, gen: int) -> _Entry:
         """A one-device pod whose node (at position ``p``) changed to generation ``gen``:
@@ -611,7 +624,7 @@ class CycleVerdicts:
         self.verdicts.computed += 1
         res, counts = self._filter(node)
         p = self.verdicts._pos[node]
-        self.kept.put(p, _Entry(int(self.verdicts.generations[p]), res, self.owner, counts))
+        self.kept.put(p, _Entry(self.verdicts.generations[p], res, self.owner, counts))
         return res
 
     def _own(self, node: str) -> NodeResult:
@@ -622,7 +635,7 @@ class CycleVerdicts:
         v = self.verdicts
         p = v._pos[node]
         e = self.kept.nodes[p]
-        gen = int(v.generations[p])
+        gen = v.generations[p]
         if e is not None and e.generation == gen:
             if e.owner == self.owner:
                 v.reused += 1
