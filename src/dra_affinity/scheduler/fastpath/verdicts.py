@@ -587,38 +587,51 @@ class CycleVerdicts:
         if self.scoring == AFFINITY:
             assert cyc.single is not None
             devs = rank_devices(v.cache, cyc, devs, *cyc.single, state)
-        versions = state.device_version
+        versions, kept_versions, kept_devices = state.device_version, kept.versions, kept.devices
+        reused = 0  # counted once at the end: this loop runs for every device of the node
         for d in devs:
             o = d.order
             version = versions.get(d.id, 0)
-            if kept.versions[o] == version:
-                v.reused += 1
-                verdict = kept.devices[o]
+            if kept_versions[o] == version:
+                reused += 1
+                verdict = kept_devices[o]
+                if verdict == NOT_VIABLE:
+                    continue
             else:
-                key = v.content_id(d, state, version)
-                hit = kept.by_content.get(key)
-                if hit is None:
-                    v.computed += 1
-                    res = dynamic_resources(v.cache, cyc, node, snap, state, self.scoring, [d])
-                    joins = res.ok and any(s.reused_lock for s in res.shares)
-                    hit = (JOINS_LOCK if joins else VIABLE if res.ok else NOT_VIABLE,
-                           res if joins else None)
-                    if len(kept.by_content) >= MAX_CONTENTS:
-                        kept.by_content.clear()
-                    kept.by_content[key] = hit
-                else:
-                    v.reused += 1
-                verdict, joined = hit
-                kept.devices[o], kept.versions[o] = verdict, version
-                if joined is not None:
-                    kept.joins[o] = joined
-                else:
-                    kept.joins.pop(o, None)
-            if verdict == NOT_VIABLE:
-                continue
+                verdict = self._device_verdict(d, node, version)
+                if verdict == NOT_VIABLE:
+                    continue
+            v.reused += reused
             found = NodeResult(node, True, kept.joins[o].shares) if verdict == JOINS_LOCK else v.fits[p]
             return _Entry(gen, found, None)
+        v.reused += reused
         return _Entry(gen, v.fails[p], None)
+
+    def _device_verdict(self, d: DeviceInfo, node: str, version: int) -> int:
+        """The verdict of device ``d`` (reached from ``node``) at ``version``, whose kept
+        one is of another version: by its content when kept, else from the allocator;
+        kept for the device at this version."""
+        v, kept = self.verdicts, self.kept
+        key = v.content_id(d, self.state, version)
+        hit = kept.by_content.get(key)
+        if hit is None:
+            v.computed += 1
+            res = dynamic_resources(v.cache, self.cyc, node, self.snap, self.state, self.scoring, [d])
+            joins = res.ok and any(s.reused_lock for s in res.shares)
+            hit = (JOINS_LOCK if joins else VIABLE if res.ok else NOT_VIABLE, res if joins else None)
+            if len(kept.by_content) >= MAX_CONTENTS:
+                kept.by_content.clear()
+            kept.by_content[key] = hit
+        else:
+            v.reused += 1
+        verdict, joined = hit
+        o = d.order
+        kept.devices[o], kept.versions[o] = verdict, version
+        if joined is not None:
+            kept.joins[o] = joined
+        else:
+            kept.joins.pop(o, None)
+        return verdict
 
     def _fresh(self, node: str) -> NodeResult:
         self.verdicts.computed += 1
