@@ -564,7 +564,8 @@ class CycleVerdicts:
                 n = nodes[p]
                 raw.taints[p], raw.fit[p], raw.balanced[p] = local.raw(index.usage, n, facts.get(n))
                 raw.generation[p] = gens[p]
-        return local.scores(tuple(r.node for r in feasible), column(raw.taints)[at],
+        names = tuple(map(self.snap.nodes.__getitem__, self.found))
+        return local.scores(names, column(raw.taints)[at],
                             column(raw.fit)[at], column(raw.balanced)[at], device)
 
     def _by_device(self, node: str, p: int, gen: int) -> _Entry:
