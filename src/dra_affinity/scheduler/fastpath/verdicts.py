@@ -65,7 +65,7 @@ import uuid
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -368,14 +368,8 @@ class VerdictCache:
 
     def raw_scores(self, key: str) -> _RawScores:
         """The kept raw scores for the pod side ``key`` (the least recently used go first)."""
-        raw = self._raw.get(key)
-        if raw is None:
-            raw = self._raw[key] = _RawScores(len(self.generations))
-            if len(self._raw) > MAX_SIGNATURES:
-                self._raw.popitem(last=False)
-        else:
-            self._raw.move_to_end(key)
-        return raw
+        nodes = len(self.generations)
+        return _recent(self._raw, key, lambda: _RawScores(nodes))
 
     # ------------------------------------------------------------------ per cycle
     @staticmethod
@@ -422,21 +416,26 @@ class VerdictCache:
         self._sync(snap, state)
         place = self.placement_signature(cyc)
         sig = self.signature(cyc, place)
-        kept = self._kept.get(sig)
-        if kept is None:
-            kept = self._kept[sig] = _Kept(len(snap.nodes), self._devices if cyc.single else 0)
-            if len(self._kept) > MAX_SIGNATURES:
-                self._kept.popitem(last=False)
-        else:
-            self._kept.move_to_end(sig)
-        passes = self._passes.get(place)
-        if passes is None:
-            passes = self._passes[place] = _NodePasses(len(snap.nodes))
-            if len(self._passes) > MAX_SIGNATURES:
-                self._passes.popitem(last=False)
-        else:
-            self._passes.move_to_end(place)
+        nodes, devices = len(snap.nodes), self._devices if cyc.single else 0
+        kept = _recent(self._kept, sig, lambda: _Kept(nodes, devices))
+        passes = _recent(self._passes, place, lambda: _NodePasses(nodes))
         return CycleVerdicts(self, cyc, snap, state, scoring, kept, whole, passes)
+
+
+_T = TypeVar("_T")
+
+
+def _recent(table: OrderedDict[str, _T], key: str, make: Callable[[], _T]) -> _T:
+    """``table[key]``, made when missing, as the most recently used; past
+    :data:`MAX_SIGNATURES` entries the least recently used goes."""
+    got = table.get(key)
+    if got is None:
+        got = table[key] = make()
+        if len(table) > MAX_SIGNATURES:
+            table.popitem(last=False)
+    else:
+        table.move_to_end(key)
+    return got
 
 
 def column(values: array[int]) -> npt.NDArray[np.int64]:
